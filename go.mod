@@ -1,0 +1,3 @@
+module github.com/ethervia/ethervia
+
+go 1.26

@@ -1,0 +1,96 @@
+// Package nic defines the batch-first frame interface that every Ethervia
+// driver implements, and the fixed prefix that every Ethervia frame carries.
+//
+// A Device moves whole Ethernet frames (destination, source, EtherType,
+// payload) in batches. Receive never blocks; Wait blocks until the device may
+// have frames, so a progress engine can spin on Recv for a while and then
+// sleep on Wait. Close wakes every waiter.
+package nic
+
+import (
+	"errors"
+	"net"
+	"os"
+	"time"
+)
+
+// ErrClosed is returned by every method of a closed Device. It is net.ErrClosed
+// so that callers can test for it with either name.
+var ErrClosed = net.ErrClosed
+
+// ErrTimeout is returned by Wait when its deadline passes. It is
+// os.ErrDeadlineExceeded so that callers can test for it with either name.
+var ErrTimeout = os.ErrDeadlineExceeded
+
+// ErrFrameSize reports a frame longer than the device can carry or shorter than
+// an Ethernet header.
+var ErrFrameSize = errors.New("nic: frame size out of range")
+
+// Device is one opened NIC (or one queue of it, or one switch port).
+//
+// Implementations are safe for concurrent use by one sender and one receiver
+// at a time; Stats, Close and the accessors may be called from anywhere.
+type Device interface {
+	// Send transmits frames, each a whole Ethernet frame, in order. It returns
+	// how many were handed to the device; on an error the rest were not sent.
+	// The caller may reuse the buffers as soon as Send returns.
+	Send(frames [][]byte) (int, error)
+
+	// Recv copies up to len(bufs) waiting frames into bufs and stores their
+	// lengths in lens (which must be at least as long). It never blocks: with
+	// nothing waiting it returns 0, nil. Buffers should hold FrameCap bytes;
+	// a longer frame is truncated and counted as an error.
+	Recv(bufs [][]byte, lens []int) (int, error)
+
+	// Wait blocks until frames may be waiting, the deadline passes
+	// (ErrTimeout) or the device is closed (ErrClosed). A zero deadline waits
+	// for ever. A nil return is a hint: Recv may still return nothing.
+	Wait(deadline time.Time) error
+
+	// MTU is the largest payload after the Ethernet header.
+	MTU() int
+	// HardwareAddr is the device's MAC address.
+	HardwareAddr() net.HardwareAddr
+	// BatchSize is the number of frames Send and Recv handle best per call.
+	BatchSize() int
+	// Stats returns the device's counters.
+	Stats() Stats
+	// Close releases the device and wakes blocked callers. It is idempotent.
+	Close() error
+}
+
+// Stats are a device's counters since it was opened.
+type Stats struct {
+	TxFrames, TxBytes uint64
+	TxErrors          uint64 // frames the device refused to send
+	RxFrames, RxBytes uint64
+	// RxDropped counts frames lost inside the device or kernel: full queues,
+	// full rings, truncation.
+	RxDropped uint64
+	// RxForeign counts frames refused because they carried another
+	// EtherType or job key, where the driver can see them.
+	RxForeign uint64
+}
+
+// Sub returns s minus earlier counters, field by field.
+func (s Stats) Sub(earlier Stats) Stats {
+	return Stats{
+		TxFrames:  s.TxFrames - earlier.TxFrames,
+		TxBytes:   s.TxBytes - earlier.TxBytes,
+		TxErrors:  s.TxErrors - earlier.TxErrors,
+		RxFrames:  s.RxFrames - earlier.RxFrames,
+		RxBytes:   s.RxBytes - earlier.RxBytes,
+		RxDropped: s.RxDropped - earlier.RxDropped,
+		RxForeign: s.RxForeign - earlier.RxForeign,
+	}
+}
+
+// EthHeaderLen is the length of an untagged Ethernet header.
+const EthHeaderLen = 14
+
+// VLANTagLen is the length of one 802.1Q tag.
+const VLANTagLen = 4
+
+// FrameCap is the buffer size that holds any frame of a device with the given
+// MTU, including a VLAN tag.
+func FrameCap(mtu int) int { return mtu + EthHeaderLen + VLANTagLen }
