@@ -1,0 +1,190 @@
+package rdma
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// ErrCacheFull reports that a registration would exceed the cache's bounds
+// and every entry is in use, so nothing can be evicted.
+var ErrCacheFull = errors.New("rdma: registration cache full of entries in use")
+
+// EntryState is the state of a cache entry, as in MP_Lite's dynamic
+// registration: invalid (not registered), cached (registered, unused) or in
+// use (registered and held by a transfer).
+type EntryState int
+
+// Entry states.
+const (
+	Invalid EntryState = iota
+	Cached
+	InUse
+)
+
+// CacheStats count the cache's work.
+type CacheStats struct {
+	Hits, Misses, Evictions uint64
+	Entries                 int
+	Bytes                   int64
+}
+
+type cacheEntry struct {
+	region *Region
+	users  int
+	elem   *list.Element // in lru while cached
+}
+
+// Cache looks up a buffer's registration before registering it, so a
+// buffer used for many large messages is registered once. Entries not in use
+// are evicted least recently used first when the bounds would be exceeded;
+// entries in use never are. It is safe for concurrent use.
+type Cache struct {
+	table      *Table
+	tag        PTag
+	access     Access
+	maxEntries int
+	maxBytes   int64
+
+	mu      sync.Mutex
+	entries map[uintptr]*cacheEntry // by buffer start address
+	lru     *list.List              // cached entries, most recent at front
+	bytes   int64
+	stats   CacheStats
+}
+
+// NewCache returns a cache that registers buffers in t under tag with the
+// given rights, holding at most maxEntries regions and maxBytes bytes.
+func NewCache(t *Table, tag PTag, acc Access, maxEntries int, maxBytes int64) *Cache {
+	return &Cache{table: t, tag: tag, access: acc, maxEntries: maxEntries, maxBytes: maxBytes,
+		entries: make(map[uintptr]*cacheEntry), lru: list.New()}
+}
+
+func key(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// Get returns a region covering buf and marks it in use until Put. Go's
+// collector does not move heap objects, so a buffer's address names it.
+func (c *Cache) Get(buf []byte) (*Region, error) {
+	if len(buf) == 0 {
+		return nil, ErrEmpty
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := key(buf)
+	if e, ok := c.entries[k]; ok {
+		if e.region.Len() >= len(buf) {
+			c.stats.Hits++
+			c.use(e)
+			return e.region, nil
+		}
+		// Too small: replace it if nobody holds it.
+		if e.users > 0 {
+			return nil, fmt.Errorf("rdma: cache: %d-byte buffer: %w", len(buf), ErrCacheFull)
+		}
+		if err := c.evict(e); err != nil {
+			return nil, err
+		}
+	}
+	c.stats.Misses++
+	for c.overBounds(len(buf)) {
+		back := c.lru.Back()
+		if back == nil {
+			return nil, fmt.Errorf("rdma: cache: %d-byte buffer: %w", len(buf), ErrCacheFull)
+		}
+		if err := c.evict(back.Value.(*cacheEntry)); err != nil {
+			return nil, err
+		}
+		c.stats.Evictions++
+	}
+	r, err := c.table.Register(buf, c.tag, c.access)
+	if err != nil {
+		return nil, fmt.Errorf("rdma: cache: %w", err)
+	}
+	e := &cacheEntry{region: r}
+	c.entries[k] = e
+	c.bytes += int64(len(buf))
+	c.use(e)
+	return r, nil
+}
+
+func (c *Cache) overBounds(n int) bool {
+	return (c.maxEntries > 0 && len(c.entries)+1 > c.maxEntries) ||
+		(c.maxBytes > 0 && c.bytes+int64(n) > c.maxBytes)
+}
+
+func (c *Cache) use(e *cacheEntry) {
+	if e.elem != nil {
+		c.lru.Remove(e.elem)
+		e.elem = nil
+	}
+	e.users++
+}
+
+func (c *Cache) evict(e *cacheEntry) error {
+	if err := c.table.Deregister(e.region); err != nil {
+		return fmt.Errorf("rdma: cache: evict: %w", err)
+	}
+	if e.elem != nil {
+		c.lru.Remove(e.elem)
+		e.elem = nil
+	}
+	delete(c.entries, key(e.region.buf))
+	c.bytes -= int64(e.region.Len())
+	return nil
+}
+
+// Put returns a region obtained from Get. When its last user puts it, it
+// becomes cached and evictable.
+func (c *Cache) Put(r *Region) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key(r.buf)]
+	if !ok || e.region != r || e.users == 0 {
+		return
+	}
+	e.users--
+	if e.users == 0 {
+		e.elem = c.lru.PushFront(e)
+	}
+}
+
+// State returns the state of buf's entry.
+func (c *Cache) State(buf []byte) EntryState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key(buf)]
+	switch {
+	case !ok:
+		return Invalid
+	case e.users > 0:
+		return InUse
+	default:
+		return Cached
+	}
+}
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() CacheStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Entries = len(c.entries)
+	s.Bytes = c.bytes
+	return s
+}
+
+// Flush deregisters every cached entry; entries in use stay.
+func (c *Cache) Flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for c.lru.Len() > 0 {
+		if err := c.evict(c.lru.Back().Value.(*cacheEntry)); err != nil {
+			errs = append(errs, err)
+			break
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,278 @@
+// Package rdma is VIA's memory model: buffers registered under a protection
+// tag with access rights, named by unguessable 32-bit handles, and the checks
+// a target makes before any byte of a remote write or read moves.
+//
+// A Table belongs to one provider. Handles come from crypto/rand, are never
+// zero and are never given to two live regions at once. Every remote access
+// goes through CopyIn or CopyOut, which check the handle, the protection tag,
+// the access right and the bounds, and copy under the table's lock so that a
+// region deregistered mid-transfer is refused rather than written.
+package rdma
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// PTag is a protection tag. A VI may touch only regions of its own tag.
+type PTag uint32
+
+// Handle names a registered region on the wire.
+type Handle uint32
+
+// Access is a set of rights on a region.
+type Access uint8
+
+// Access rights. Local read is always allowed.
+const (
+	LocalWrite Access = 1 << iota
+	RemoteWrite
+	RemoteRead
+)
+
+func (a Access) String() string {
+	s := ""
+	for _, r := range []struct {
+		bit  Access
+		name string
+	}{{LocalWrite, "local-write"}, {RemoteWrite, "remote-write"}, {RemoteRead, "remote-read"}} {
+		if a&r.bit != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += r.name
+		}
+	}
+	if s == "" {
+		return "local-read"
+	}
+	return s
+}
+
+// Errors. Protection failures wrap ErrProtection so callers can map them to
+// VIA's RDMA protection error with one errors.Is.
+var (
+	ErrProtection = errors.New("rdma: protection violation")
+	ErrNoRegion   = fmt.Errorf("%w: no such region", ErrProtection)
+	ErrPTag       = fmt.Errorf("%w: protection tag mismatch", ErrProtection)
+	ErrAccess     = fmt.Errorf("%w: access right not granted", ErrProtection)
+	ErrBounds     = fmt.Errorf("%w: outside the region", ErrProtection)
+	ErrInUse      = errors.New("rdma: region in use by posted descriptors")
+	ErrLimit      = errors.New("rdma: registration limit reached")
+	ErrEmpty      = errors.New("rdma: cannot register an empty buffer")
+)
+
+// Limits bound what a Table will register. Zero means no limit.
+type Limits struct {
+	MaxRegions int
+	MaxBytes   int64
+}
+
+// Stats count a table's regions and refused accesses.
+type Stats struct {
+	Regions int
+	Bytes   int64
+	// Refused remote accesses, by reason.
+	NoRegion, PTagMismatch, AccessDenied, OutOfBounds uint64
+}
+
+// Region is a registered buffer.
+type Region struct {
+	handle Handle
+	tag    PTag
+	access Access
+	buf    []byte
+	inUse  atomic.Int64
+	live   atomic.Bool
+}
+
+// Handle returns the region's wire name.
+func (r *Region) Handle() Handle { return r.handle }
+
+// PTag returns the region's protection tag.
+func (r *Region) PTag() PTag { return r.tag }
+
+// Access returns the region's rights.
+func (r *Region) Access() Access { return r.access }
+
+// Len returns the region's size in bytes.
+func (r *Region) Len() int { return len(r.buf) }
+
+// Bytes returns the registered buffer itself, for local use.
+func (r *Region) Bytes() []byte { return r.buf }
+
+// Live reports whether the region is still registered.
+func (r *Region) Live() bool { return r.live.Load() }
+
+// InUse returns how many posted descriptors hold the region.
+func (r *Region) InUse() int64 { return r.inUse.Load() }
+
+// Acquire marks the region as used by one more posted descriptor; it fails
+// once the region is deregistered.
+func (r *Region) Acquire() error {
+	r.inUse.Add(1)
+	if !r.live.Load() {
+		r.inUse.Add(-1)
+		return fmt.Errorf("region %#x: %w", r.handle, ErrNoRegion)
+	}
+	return nil
+}
+
+// Release undoes one Acquire.
+func (r *Region) Release() { r.inUse.Add(-1) }
+
+// Contains reports whether b lies entirely inside the region's buffer.
+func (r *Region) Contains(b []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(r.buf)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= start && p+uintptr(len(b)) <= start+uintptr(len(r.buf))
+}
+
+// Table holds one provider's registered regions. It is safe for concurrent
+// use.
+type Table struct {
+	limits Limits
+
+	mu      sync.RWMutex
+	regions map[Handle]*Region
+	bytes   int64
+
+	noRegion, ptag, access, bounds atomic.Uint64
+}
+
+// NewTable returns an empty table with the given limits.
+func NewTable(l Limits) *Table {
+	return &Table{limits: l, regions: make(map[Handle]*Region)}
+}
+
+// Register registers buf under tag with the given rights. The buffer must
+// stay untouched by the garbage collector's reach only in the usual Go sense:
+// the region keeps it alive.
+func (t *Table) Register(buf []byte, tag PTag, acc Access) (*Region, error) {
+	if len(buf) == 0 {
+		return nil, ErrEmpty
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.limits.MaxRegions > 0 && len(t.regions) >= t.limits.MaxRegions {
+		return nil, fmt.Errorf("%w: %d regions (limit %d)", ErrLimit, len(t.regions), t.limits.MaxRegions)
+	}
+	if t.limits.MaxBytes > 0 && t.bytes+int64(len(buf)) > t.limits.MaxBytes {
+		return nil, fmt.Errorf("%w: %d + %d bytes exceeds %d", ErrLimit, t.bytes, len(buf), t.limits.MaxBytes)
+	}
+	var h Handle
+	var rnd [4]byte
+	for {
+		if _, err := rand.Read(rnd[:]); err != nil {
+			return nil, fmt.Errorf("rdma: register: handle: %w", err)
+		}
+		h = Handle(binary.LittleEndian.Uint32(rnd[:]))
+		if _, taken := t.regions[h]; h != 0 && !taken {
+			break
+		}
+	}
+	r := &Region{handle: h, tag: tag, access: acc, buf: buf}
+	r.live.Store(true)
+	t.regions[h] = r
+	t.bytes += int64(len(buf))
+	return r, nil
+}
+
+// Deregister removes r. It fails with ErrInUse while posted descriptors
+// hold the region; afterwards every access through its handle is refused.
+func (t *Table) Deregister(r *Region) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.regions[r.handle] != r {
+		return fmt.Errorf("rdma: deregister %#x: %w", r.handle, ErrNoRegion)
+	}
+	r.live.Store(false)
+	if n := r.inUse.Load(); n > 0 {
+		r.live.Store(true)
+		return fmt.Errorf("rdma: deregister %#x: %w (%d descriptors)", r.handle, ErrInUse, n)
+	}
+	delete(t.regions, r.handle)
+	t.bytes -= int64(len(r.buf))
+	return nil
+}
+
+// Lookup returns the live region named h.
+func (t *Table) Lookup(h Handle) (*Region, bool) {
+	t.mu.RLock()
+	r, ok := t.regions[h]
+	t.mu.RUnlock()
+	return r, ok
+}
+
+// Stats returns the table's counters.
+func (t *Table) Stats() Stats {
+	t.mu.RLock()
+	n, b := len(t.regions), t.bytes
+	t.mu.RUnlock()
+	return Stats{Regions: n, Bytes: b,
+		NoRegion: t.noRegion.Load(), PTagMismatch: t.ptag.Load(),
+		AccessDenied: t.access.Load(), OutOfBounds: t.bounds.Load()}
+}
+
+// check validates a remote access of n bytes at off; t.mu is held.
+func (t *Table) check(h Handle, tag PTag, need Access, off uint64, n int) (*Region, error) {
+	r, ok := t.regions[h]
+	switch {
+	case !ok:
+		t.noRegion.Add(1)
+		return nil, ErrNoRegion
+	case r.tag != tag:
+		t.ptag.Add(1)
+		return nil, ErrPTag
+	case r.access&need != need:
+		t.access.Add(1)
+		return nil, ErrAccess
+	case n < 0 || off > uint64(len(r.buf)) || uint64(n) > uint64(len(r.buf))-off:
+		// Written so that off+n cannot overflow.
+		t.bounds.Add(1)
+		return nil, ErrBounds
+	}
+	return r, nil
+}
+
+// Check validates a remote access without moving data, counting refusals.
+func (t *Table) Check(h Handle, tag PTag, need Access, off uint64, n int) error {
+	t.mu.RLock()
+	_, err := t.check(h, tag, need, off, n)
+	t.mu.RUnlock()
+	return err
+}
+
+// CopyIn is the target side of an RDMA write: it checks, then copies data to
+// offset off of region h. A refused access writes nothing.
+func (t *Table) CopyIn(h Handle, tag PTag, off uint64, data []byte) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, err := t.check(h, tag, RemoteWrite, off, len(data))
+	if err != nil {
+		return err
+	}
+	copy(r.buf[off:], data)
+	return nil
+}
+
+// CopyOut is the target side of an RDMA read: it checks, then copies len(dst)
+// bytes from offset off of region h into dst.
+func (t *Table) CopyOut(h Handle, tag PTag, off uint64, dst []byte) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, err := t.check(h, tag, RemoteRead, off, len(dst))
+	if err != nil {
+		return err
+	}
+	copy(dst, r.buf[off:])
+	return nil
+}
