@@ -236,7 +236,9 @@ func (p *Port) Counters() Counters {
 func (p *Port) MTU() int { return p.cfg.MTU }
 
 // HardwareAddr implements nic.Device. It returns a fresh copy.
-func (p *Port) HardwareAddr() net.HardwareAddr { return net.HardwareAddr(append([]byte(nil), p.mac[:]...)) }
+func (p *Port) HardwareAddr() net.HardwareAddr {
+	return net.HardwareAddr(append([]byte(nil), p.mac[:]...))
+}
 
 // BatchSize implements nic.Device.
 func (p *Port) BatchSize() int { return p.cfg.BatchSize }
