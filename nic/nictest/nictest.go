@@ -239,6 +239,14 @@ func testWaitDeadline(t *testing.T, p Pair) {
 	if time.Since(start) < 15*time.Millisecond {
 		t.Fatal("Wait returned before its deadline")
 	}
+	// An expired Wait must leave the device usable.
+	f := make([]byte, 64)
+	Frame(f, p, p.B, p.A, 9)
+	sendAll(t, p.A, [][]byte{f})
+	got := NewReceiver(p.B).Collect(t, 1, time.Second)
+	if len(got) != 1 {
+		t.Fatal("no frame received after a Wait timed out")
+	}
 }
 
 func testOversize(t *testing.T, p Pair) {

@@ -1,0 +1,393 @@
+// Package afpacket is the AF_PACKET frame driver, built on
+// github.com/mdlayher/packet.
+//
+// The socket is bound to Ethervia's EtherType on one interface with a classic
+// BPF filter (from package bpf) that admits only this job's frames, so the
+// kernel drops every other frame before it is queued. Frames move in batches
+// with recvmmsg(2) and sendmmsg(2), one system call per batch, and by default
+// bypass the sender's qdisc (PACKET_QDISC_BYPASS). Wait parks on the Go
+// runtime's poller, so Close wakes it.
+package afpacket
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/mdlayher/packet"
+	"golang.org/x/sys/unix"
+
+	"github.com/ethervia/ethervia/bpf"
+	"github.com/ethervia/ethervia/nic"
+)
+
+// Config configures a Device.
+type Config struct {
+	nic.Config
+	// Iface names the interface, looked up in the calling thread's network
+	// namespace.
+	Iface string
+	// KeepQdisc sends through the interface's qdisc instead of bypassing it.
+	// Rate limits and tc hooks on the sending interface need it.
+	KeepQdisc bool
+	// RecvBuffer and SendBuffer size the socket buffers in bytes; zero means
+	// 8 MiB and 4 MiB. A deep receive buffer absorbs bursts that would
+	// otherwise be dropped.
+	RecvBuffer, SendBuffer int
+}
+
+// Device is an AF_PACKET socket on one interface. It implements nic.Device.
+type Device struct {
+	cfg    Config
+	filter nic.Filter
+	conn   *packet.Conn
+	raw    syscall.RawConn
+	mtu    int
+	hw     net.HardwareAddr
+	batch  int
+	closed atomic.Bool
+
+	// Receive side, used by one receiver at a time.
+	rmu      sync.Mutex
+	rhdrs    []mmsghdr
+	riov     []unix.Iovec
+	rn       int // frames received by the last recvmmsg
+	rerr     syscall.Errno
+	recvFn   func(fd uintptr) bool
+	waitFn   func(fd uintptr) bool
+	waitPeek [1]byte
+
+	// Send side, used by one sender at a time.
+	smu    sync.Mutex
+	shdrs  []mmsghdr
+	siov   []unix.Iovec
+	sn     int // frames to send in shdrs
+	sdone  int // frames sent so far
+	serr   syscall.Errno
+	sendFn func(fd uintptr) bool
+
+	txFrames, txBytes, txErrors atomic.Uint64
+	rxFrames, rxBytes           atomic.Uint64
+	rxTrunc, rxForeign          atomic.Uint64
+	statsMu                     sync.Mutex
+	kernelDrops                 uint64
+}
+
+var _ nic.Device = (*Device)(nil)
+
+// mmsghdr is struct mmsghdr from <sys/socket.h> on 64-bit Linux.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	len uint32
+	_   [4]byte
+}
+
+// Open opens an AF_PACKET socket on cfg.Iface in the calling thread's network
+// namespace.
+func Open(cfg Config) (*Device, error) {
+	ifi, err := net.InterfaceByName(cfg.Iface)
+	if err != nil {
+		return nil, fmt.Errorf("afpacket %s: %w", cfg.Iface, err)
+	}
+	filter := cfg.Config.Filter()
+	prog, err := bpf.SocketFilter(filter)
+	if err != nil {
+		return nil, fmt.Errorf("afpacket %s: socket filter: %w", cfg.Iface, err)
+	}
+	conn, err := packet.Listen(ifi, packet.Raw, int(filter.EtherType), &packet.Config{Filter: prog})
+	if err != nil {
+		return nil, fmt.Errorf("afpacket %s: listen: %w", cfg.Iface, err)
+	}
+	d := &Device{cfg: cfg, filter: filter, conn: conn, mtu: ifi.MTU, hw: ifi.HardwareAddr}
+	if err := d.setup(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("afpacket %s: %w", cfg.Iface, err)
+	}
+	return d, nil
+}
+
+func (d *Device) setup() error {
+	raw, err := d.conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	d.raw = raw
+	rbuf, sbuf := d.cfg.RecvBuffer, d.cfg.SendBuffer
+	if rbuf == 0 {
+		rbuf = 8 << 20
+	}
+	if sbuf == 0 {
+		sbuf = 4 << 20
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		s := int(fd)
+		if !d.cfg.KeepQdisc {
+			if e := unix.SetsockoptInt(s, unix.SOL_PACKET, unix.PACKET_QDISC_BYPASS, 1); e != nil {
+				serr = fmt.Errorf("PACKET_QDISC_BYPASS: %w", e)
+				return
+			}
+		}
+		// The FORCE variants exceed the sysctl caps; they need CAP_NET_ADMIN,
+		// so fall back to the capped ones.
+		if unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rbuf) != nil {
+			_ = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_RCVBUF, rbuf)
+		}
+		if unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, sbuf) != nil {
+			_ = unix.SetsockoptInt(s, unix.SOL_SOCKET, unix.SO_SNDBUF, sbuf)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if serr != nil {
+		return serr
+	}
+	d.batch = d.cfg.BatchSize
+	if d.batch <= 0 {
+		d.batch = 64
+	}
+	d.rhdrs = make([]mmsghdr, d.batch)
+	d.riov = make([]unix.Iovec, d.batch)
+	d.shdrs = make([]mmsghdr, d.batch)
+	d.siov = make([]unix.Iovec, d.batch)
+	for i := range d.rhdrs {
+		d.rhdrs[i].hdr.Iov = &d.riov[i]
+		d.rhdrs[i].hdr.Iovlen = 1
+		d.shdrs[i].hdr.Iov = &d.siov[i]
+		d.shdrs[i].hdr.Iovlen = 1
+	}
+	// Method values made once, so the hot path does not allocate closures.
+	d.recvFn = d.recvOnce
+	d.waitFn = d.waitOnce
+	d.sendFn = d.sendOnce
+	return nil
+}
+
+// MTU implements nic.Device.
+func (d *Device) MTU() int { return d.mtu }
+
+// HardwareAddr implements nic.Device.
+func (d *Device) HardwareAddr() net.HardwareAddr { return d.hw }
+
+// BatchSize implements nic.Device.
+func (d *Device) BatchSize() int { return d.batch }
+
+// Stats implements nic.Device. RxDropped includes the kernel's drops for this
+// socket (PACKET_STATISTICS).
+func (d *Device) Stats() nic.Stats {
+	d.statsMu.Lock()
+	if !d.closed.Load() {
+		// Reading the kernel counters resets them, so accumulate.
+		if st, err := d.conn.Stats(); err == nil {
+			d.kernelDrops += uint64(st.Drops)
+		}
+	}
+	drops := d.kernelDrops
+	d.statsMu.Unlock()
+	return nic.Stats{
+		TxFrames: d.txFrames.Load(), TxBytes: d.txBytes.Load(), TxErrors: d.txErrors.Load(),
+		RxFrames: d.rxFrames.Load(), RxBytes: d.rxBytes.Load(),
+		RxDropped: drops + d.rxTrunc.Load(), RxForeign: d.rxForeign.Load(),
+	}
+}
+
+// Close implements nic.Device.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	if err := d.conn.Close(); err != nil {
+		return fmt.Errorf("afpacket %s: close: %w", d.cfg.Iface, err)
+	}
+	return nil
+}
+
+func (d *Device) opErr(op string, err error) error {
+	if d.closed.Load() || errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("afpacket %s: %s: %w", d.cfg.Iface, op, nic.ErrClosed)
+	}
+	if errors.Is(err, unix.ENETDOWN) || errors.Is(err, unix.ENXIO) {
+		return fmt.Errorf("afpacket %s: %s: link down: %w", d.cfg.Iface, op, err)
+	}
+	return fmt.Errorf("afpacket %s: %s: %w", d.cfg.Iface, op, err)
+}
+
+// Recv implements nic.Device with one non-blocking recvmmsg(2).
+func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
+	n := len(bufs)
+	if n > d.batch {
+		n = d.batch
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	d.rmu.Lock()
+	defer d.rmu.Unlock()
+	for i := 0; i < n; i++ {
+		b := bufs[i]
+		if len(b) == 0 {
+			b = b[:cap(b)]
+		}
+		d.riov[i].Base = unsafe.SliceData(b)
+		d.riov[i].SetLen(len(b))
+		d.rhdrs[i].hdr.Flags = 0
+	}
+	d.rn = n
+	if err := d.raw.Read(d.recvFn); err != nil {
+		return 0, d.opErr("recv", err)
+	}
+	switch d.rerr {
+	case 0:
+	case unix.EAGAIN, unix.EINTR:
+		return 0, nil
+	default:
+		return 0, d.opErr("recvmmsg", d.rerr)
+	}
+	got := 0
+	for i := 0; i < d.rn; i++ {
+		h := &d.rhdrs[i]
+		size := int(h.len)
+		if h.hdr.Flags&unix.MSG_TRUNC != 0 {
+			d.rxTrunc.Add(1)
+			continue
+		}
+		frame := bufs[i][:size]
+		// The kernel filter already refused foreign frames; this check is
+		// the last line of defence and costs a few compares.
+		if d.filter.Check(frame) != nil {
+			d.rxForeign.Add(1)
+			continue
+		}
+		if got != i {
+			copy(bufs[got], frame)
+		}
+		lens[got] = size
+		d.rxBytes.Add(uint64(size))
+		got++
+	}
+	d.rxFrames.Add(uint64(got))
+	return got, nil
+}
+
+func (d *Device) recvOnce(fd uintptr) bool {
+	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&d.rhdrs[0])), uintptr(d.rn), unix.MSG_DONTWAIT, 0, 0)
+	d.rerr = e
+	if e == 0 {
+		d.rn = int(r)
+	} else {
+		d.rn = 0
+	}
+	return true
+}
+
+// Wait implements nic.Device on the runtime poller.
+func (d *Device) Wait(deadline time.Time) error {
+	if d.closed.Load() {
+		return d.opErr("wait", nic.ErrClosed)
+	}
+	if err := d.conn.SetReadDeadline(deadline); err != nil {
+		return d.opErr("wait", err)
+	}
+	err := d.raw.Read(d.waitFn)
+	// Recv uses the same poller descriptor: a stale deadline would fail it.
+	if !deadline.IsZero() {
+		_ = d.conn.SetReadDeadline(time.Time{})
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, nic.ErrTimeout) {
+		return fmt.Errorf("afpacket %s: wait: %w", d.cfg.Iface, nic.ErrTimeout)
+	}
+	return d.opErr("wait", err)
+}
+
+// waitOnce reports whether a frame is queued; returning false parks the
+// caller on the poller until the socket is readable.
+func (d *Device) waitOnce(fd uintptr) bool {
+	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&d.waitPeek[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return e != unix.EAGAIN
+}
+
+// Send implements nic.Device with sendmmsg(2), waiting for socket buffer
+// space when the kernel pushes back.
+func (d *Device) Send(frames [][]byte) (int, error) {
+	d.smu.Lock()
+	defer d.smu.Unlock()
+	limit := d.mtu + nic.EthHeaderLen + nic.VLANTagLen
+	sent := 0
+	for sent < len(frames) {
+		n := len(frames) - sent
+		if n > d.batch {
+			n = d.batch
+		}
+		for i := 0; i < n; i++ {
+			f := frames[sent+i]
+			if len(f) < nic.EthHeaderLen || len(f) > limit {
+				if i == 0 {
+					d.txErrors.Add(1)
+					return sent, fmt.Errorf("afpacket %s: send %d bytes: %w", d.cfg.Iface, len(f), nic.ErrFrameSize)
+				}
+				n = i
+				break
+			}
+			d.siov[i].Base = unsafe.SliceData(f)
+			d.siov[i].SetLen(len(f))
+		}
+		d.sn, d.sdone = n, 0
+		err := d.raw.Write(d.sendFn)
+		d.account(frames[sent : sent+d.sdone])
+		sent += d.sdone
+		if err != nil {
+			return sent, d.opErr("send", err)
+		}
+		switch d.serr {
+		case 0:
+		case unix.ENOBUFS:
+			// The device queue is full and the poller would not wake us for
+			// it: give the receiver's softirq a moment, then go on.
+			runtime.Gosched()
+		default:
+			d.txErrors.Add(1)
+			return sent, d.opErr("sendmmsg", d.serr)
+		}
+	}
+	return sent, nil
+}
+
+func (d *Device) account(frames [][]byte) {
+	var bytes uint64
+	for _, f := range frames {
+		bytes += uint64(len(f))
+	}
+	d.txFrames.Add(uint64(len(frames)))
+	d.txBytes.Add(bytes)
+}
+
+// sendOnce sends what is left of the batch; it returns false to wait for
+// buffer space on EAGAIN.
+func (d *Device) sendOnce(fd uintptr) bool {
+	for d.sdone < d.sn {
+		r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&d.shdrs[d.sdone])), uintptr(d.sn-d.sdone), 0, 0, 0)
+		switch e {
+		case 0:
+			d.sdone += int(r)
+		case unix.EINTR:
+		case unix.EAGAIN:
+			d.serr = 0
+			return false
+		default:
+			d.serr = e
+			return true
+		}
+	}
+	d.serr = 0
+	return true
+}
