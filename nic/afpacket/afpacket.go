@@ -351,8 +351,12 @@ func (d *Device) Send(frames [][]byte) (int, error) {
 		switch d.serr {
 		case 0:
 		case unix.ENOBUFS:
-			// The device queue is full and the poller would not wake us for
-			// it: give the receiver's softirq a moment, then go on.
+			// The kernel consumed and dropped the frame (a full device
+			// queue with the qdisc bypassed, or a tc drop): it is lost on
+			// the wire like any other, and the layer above repairs it.
+			d.txErrors.Add(1)
+			d.account(frames[sent : sent+1])
+			sent++
 			runtime.Gosched()
 		default:
 			d.txErrors.Add(1)

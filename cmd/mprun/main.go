@@ -1,0 +1,291 @@
+// Command mprun launches a local Ethervia cluster: it builds an N-host
+// testbed of network namespaces (K rails, one bridge per rail), runs a
+// program once per host with the bootstrap environment set, prefixes every
+// output line with the rank, and removes everything it built.
+//
+//	mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-driver D] [-timeout T] -- PROG ARGS...
+//
+// Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
+// rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
+// and, with -hostfile, MPLITE_HOSTFILE. mprun exits non-zero if any rank
+// fails; once one rank has failed, the others get -grace to finish (so they
+// can report the dead peer) before they are killed.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ethervia/ethervia/bpf"
+	"github.com/ethervia/ethervia/testbed"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+type options struct {
+	np, nics, mtu int
+	rate, driver  string
+	drop          float64
+	timeout       time.Duration
+	grace         time.Duration
+	hostfile      bool
+	prog          []string
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("mprun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.np, "np", 2, "number of ranks (hosts)")
+	fs.IntVar(&o.nics, "nics", 1, "rails (NICs) per host; more than one bonds them")
+	fs.IntVar(&o.mtu, "mtu", 1500, "MTU of every link")
+	fs.StringVar(&o.rate, "rate", "", "per-port rate limit, tc style (e.g. 1gbit)")
+	fs.Float64Var(&o.drop, "drop", 0, "probability that a switch port drops an Ethervia frame")
+	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket or afxdp")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
+	fs.BoolVar(&o.hostfile, "hostfile", false, "also give ranks MPLITE_HOSTFILE with every rank's MACs")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-driver D] -- PROG ARGS...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.prog = fs.Args()
+	switch {
+	case len(o.prog) == 0:
+		return o, errors.New("mprun: no program given (mprun -np N -- PROG ARGS...)")
+	case o.np < 1 || o.np > testbed.MaxHosts:
+		return o, fmt.Errorf("mprun: -np %d outside [1, %d]", o.np, testbed.MaxHosts)
+	case o.nics < 1 || o.nics > testbed.MaxRails:
+		return o, fmt.Errorf("mprun: -nics %d outside [1, %d]", o.nics, testbed.MaxRails)
+	case o.driver != "afpacket" && o.driver != "afxdp":
+		return o, fmt.Errorf("mprun: unknown -driver %q (afpacket or afxdp)", o.driver)
+	case !(o.drop >= 0 && o.drop <= 1):
+		return o, fmt.Errorf("mprun: -drop %v outside [0, 1]", o.drop)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, err)
+		}
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(stderr, "mprun: needs root to build network namespaces")
+		return 2
+	}
+	prog, err := exec.LookPath(o.prog[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "mprun: %v\n", err)
+		return 2
+	}
+	if err := testbed.Sweep(); err != nil {
+		fmt.Fprintf(stderr, "mprun: sweeping leftovers: %v\n", err)
+	}
+	if err := job(ctx, o, prog, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// job builds the testbed, runs the ranks and always tears the testbed down.
+func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) (err error) {
+	cfg := testbed.Config{Hosts: o.np, Rails: o.nics, Topology: testbed.Switch, MTU: o.mtu, Name: "mprun"}
+	if o.np == 1 {
+		// A single rank still gets a NIC: a switch of one port is fine,
+		// but testbed wants two hosts, so build two and use one.
+		cfg.Hosts = 2
+	}
+	if o.rate != "" {
+		if cfg.Rate, err = testbed.ParseRate(o.rate); err != nil {
+			return fmt.Errorf("mprun: -rate: %w", err)
+		}
+	}
+	bctx, cancel := context.WithTimeout(ctx, time.Minute)
+	tb, err := testbed.NewContext(bctx, cfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("mprun: testbed: %w", err)
+	}
+	defer func() {
+		if cerr := tb.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("mprun: cleanup: %w", cerr)
+		}
+	}()
+	if o.drop > 0 {
+		for h := 0; h < o.np; h++ {
+			for r := 0; r < o.nics; r++ {
+				if err := tb.SetFault(h, r, bpf.FaultConfig{Drop: o.drop}); err != nil {
+					return fmt.Errorf("mprun: -drop: %w", err)
+				}
+			}
+		}
+	}
+	env, cleanupEnv, err := jobEnv(tb, o)
+	if err != nil {
+		return err
+	}
+	defer cleanupEnv()
+
+	ctx, cancel = context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	out := &prefixer{}
+	cmds := make([]*exec.Cmd, o.np)
+	outputs := make([]*sync.WaitGroup, o.np)
+	for r := 0; r < o.np; r++ {
+		cmd := exec.Command(prog, o.prog[1:]...)
+		cmd.Env = append(os.Environ(), env(r)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+		so, _ := cmd.StdoutPipe()
+		se, _ := cmd.StderrPipe()
+		if err := tb.Host(r).Start(cmd); err != nil {
+			killAll(cmds)
+			return fmt.Errorf("mprun: rank %d: %w", r, err)
+		}
+		cmds[r] = cmd
+		wg := &sync.WaitGroup{}
+		wg.Add(2)
+		go out.copy(wg, stdout, so, r)
+		go out.copy(wg, stderr, se, r)
+		outputs[r] = wg
+	}
+
+	type exit struct {
+		rank int
+		err  error
+	}
+	exits := make(chan exit, o.np)
+	for r, cmd := range cmds {
+		go func() {
+			// Read all output first: Wait closes the pipes.
+			outputs[r].Wait()
+			exits <- exit{r, cmd.Wait()}
+		}()
+	}
+	var failed []string
+	var graceC <-chan time.Time
+	for left := o.np; left > 0; {
+		select {
+		case e := <-exits:
+			left--
+			if e.err != nil {
+				failed = append(failed, fmt.Sprintf("rank %d: %v", e.rank, e.err))
+				if graceC == nil && left > 0 {
+					graceC = time.After(o.grace)
+				}
+			}
+		case <-graceC:
+			fmt.Fprintf(stderr, "mprun: a rank failed; killing the %d still running after %v\n", left, o.grace)
+			killAll(cmds)
+			graceC = nil
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "mprun: %v; killing every rank\n", context.Cause(ctx))
+			killAll(cmds)
+			ctx = context.Background()
+			failed = append(failed, "job: "+context.DeadlineExceeded.Error())
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("mprun: %d rank(s) failed: %s", len(failed), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// jobEnv returns each rank's bootstrap environment.
+func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), error) {
+	var key [4]byte
+	if _, err := rand.Read(key[:]); err != nil {
+		return nil, nil, fmt.Errorf("mprun: job key: %w", err)
+	}
+	job := binary.BigEndian.Uint32(key[:])
+	cleanup := func() {}
+	hostfile := ""
+	if o.hostfile {
+		dir, err := os.MkdirTemp("", "mprun")
+		if err != nil {
+			return nil, nil, fmt.Errorf("mprun: hostfile: %w", err)
+		}
+		cleanup = func() { os.RemoveAll(dir) }
+		var b strings.Builder
+		for r := 0; r < o.np; r++ {
+			macs := make([]string, o.nics)
+			for k := range macs {
+				macs[k] = tb.Host(r).MACs[k].String()
+			}
+			fmt.Fprintf(&b, "%d %s\n", r, strings.Join(macs, ","))
+		}
+		hostfile = filepath.Join(dir, "hostfile")
+		if err := os.WriteFile(hostfile, []byte(b.String()), 0o644); err != nil {
+			cleanup()
+			return nil, nil, fmt.Errorf("mprun: hostfile: %w", err)
+		}
+	}
+	return func(rank int) []string {
+		h := tb.Host(rank)
+		env := []string{
+			"MPLITE_RANK=" + strconv.Itoa(rank),
+			"MPLITE_SIZE=" + strconv.Itoa(o.np),
+			"MPLITE_IFACES=" + strings.Join(h.Ifaces[:o.nics], ","),
+			"MPLITE_JOB=" + strconv.FormatUint(uint64(job), 10),
+			"MPLITE_DRIVER=" + o.driver,
+			"MPLITE_MTU=" + strconv.Itoa(o.mtu),
+		}
+		if hostfile != "" {
+			env = append(env, "MPLITE_HOSTFILE="+hostfile)
+		}
+		return env
+	}, cleanup, nil
+}
+
+func killAll(cmds []*exec.Cmd) {
+	for _, c := range cmds {
+		if c != nil && c.Process != nil {
+			// The rank leads its own process group: take its children too.
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// prefixer writes whole lines, each prefixed with its rank, so that ranks'
+// output never interleaves inside a line.
+type prefixer struct{ mu sync.Mutex }
+
+func (p *prefixer) copy(wg *sync.WaitGroup, w io.Writer, r io.Reader, rank int) {
+	defer wg.Done()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		p.mu.Lock()
+		fmt.Fprintf(w, "[%d] %s\n", rank, sc.Bytes())
+		p.mu.Unlock()
+	}
+	// Drain anything past an over-long line so the rank never blocks.
+	_, _ = io.Copy(io.Discard, r)
+}
