@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func needRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("SKIPPED: mprun builds network namespaces and needs root; run as root (CI does)")
+	}
+}
+
+func mprun(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = run(context.Background(), args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+func namespaces(t *testing.T) []string {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.Contains(f[0], "-mprun-") {
+			ns = append(ns, f[0])
+		}
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+func TestRanksGetEnvironmentAndPrefixes(t *testing.T) {
+	needRoot(t)
+	before := namespaces(t)
+	out, errOut, code := mprun(t, "-np", "3", "-nics", "2", "--", "/bin/sh", "-c",
+		`echo "r=$MPLITE_RANK s=$MPLITE_SIZE i=$MPLITE_IFACES j=$MPLITE_JOB"; echo err >&2; ip -o link show eth1`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	job := ""
+	for r := 0; r < 3; r++ {
+		p := "[" + string(rune('0'+r)) + "] "
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, p+"r=") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "r="+string(rune('0'+r))+" s=3 i=eth0,eth1 j=") {
+			t.Fatalf("rank %d line %q in\n%s", r, line, out)
+		}
+		j := line[strings.Index(line, "j=")+2:]
+		if job != "" && j != job {
+			t.Fatalf("ranks got different job keys %s and %s", job, j)
+		}
+		job = j
+		if !strings.Contains(errOut, p+"err") {
+			t.Fatalf("rank %d stderr not prefixed: %s", r, errOut)
+		}
+		if !strings.Contains(out, p+"3: eth1") || !strings.Contains(out, "link/ether 02:45:56:01:00:0"+string(rune('0'+r))) {
+			t.Fatalf("rank %d does not see its rail-1 NIC: %s", r, out)
+		}
+	}
+	if after := namespaces(t); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Fatalf("namespaces left behind: %v", after)
+	}
+}
+
+func TestFailingRankFailsJob(t *testing.T) {
+	needRoot(t)
+	_, errOut, code := mprun(t, "-np", "2", "--", "/bin/sh", "-c", `[ "$MPLITE_RANK" = 0 ] || exit 3`)
+	if code == 0 || !strings.Contains(errOut, "rank 1") {
+		t.Fatalf("exit %d, stderr %q: a failed rank must fail the job and be named", code, errOut)
+	}
+}
+
+func TestGraceKillsSurvivors(t *testing.T) {
+	needRoot(t)
+	before := namespaces(t)
+	_, errOut, code := mprun(t, "-np", "2", "-grace", "200ms", "--", "/bin/sh", "-c",
+		`[ "$MPLITE_RANK" = 0 ] && exit 1; exec sleep 600`)
+	if code == 0 || !strings.Contains(errOut, "killing") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if after := namespaces(t); strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Fatalf("namespaces left behind: %v", after)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	needRoot(t)
+	_, errOut, code := mprun(t, "-np", "2", "-timeout", "300ms", "--", "sleep", "600")
+	if code == 0 || !strings.Contains(errOut, "deadline") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestHostfile(t *testing.T) {
+	needRoot(t)
+	out, errOut, code := mprun(t, "-np", "2", "-hostfile", "--", "/bin/sh", "-c", `cat "$MPLITE_HOSTFILE"`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "[0] 0 02:45:56:00:00:00") || !strings.Contains(out, "[0] 1 02:45:56:00:00:01") {
+		t.Fatalf("hostfile content: %s", out)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	for _, args := range [][]string{
+		{"-np", "2"},
+		{"-np", "0", "--", "true"},
+		{"-nics", "9", "--", "true"},
+		{"-driver", "dpdk", "--", "true"},
+		{"-drop", "2", "--", "true"},
+	} {
+		if _, _, code := mprun(t, args...); code != 2 {
+			t.Errorf("mprun %v: exit %d, want 2", args, code)
+		}
+	}
+}
