@@ -1,0 +1,270 @@
+// Package bootstrap lets the ranks of a job find each other's MAC addresses
+// with raw Ethernet broadcasts under the job key: no TCP, no configuration
+// server. A hostfile is the alternative for switches that filter broadcast.
+//
+// Each rank broadcasts an announcement every Period carrying its rank, the
+// job size and two flags: Done (I have heard every rank) and AllDone (I have
+// heard every rank say Done, so every rank knows every address). A rank
+// returns once it has AllDone and no rank without AllDone has spoken for
+// Linger periods; lingering ranks keep announcing, so a rank that is late or
+// whose frames are lost still hears everything it needs.
+package bootstrap
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ethervia/ethervia/nic"
+)
+
+// KindAnnounce is the frame kind of announcements. Kinds from 0x80 up are
+// reserved for the layers above the VI provider, which drops them.
+const KindAnnounce = 0x80
+
+// Announcement layout after the nic prefix.
+const (
+	offRank  = nic.PrefixLen + 0 // 4
+	offSize  = nic.PrefixLen + 4 // 4
+	offRail  = nic.PrefixLen + 8 // 2
+	offFlags = nic.PrefixLen + 10
+	msgLen   = nic.PrefixLen + 12
+)
+
+const (
+	flagDone    = 1
+	flagAllDone = 2
+)
+
+// Announcement is a decoded announcement frame.
+type Announcement struct {
+	Src           [6]byte
+	Rank, Size    int
+	Rail          int
+	Done, AllDone bool
+}
+
+// Errors.
+var (
+	ErrNotAnnouncement = errors.New("bootstrap: not an announcement")
+	ErrBadAnnouncement = errors.New("bootstrap: malformed announcement")
+	ErrSizeMismatch    = errors.New("bootstrap: ranks disagree on the job size")
+	ErrDuplicateRank   = errors.New("bootstrap: two hosts claim one rank")
+)
+
+// Parse decodes an announcement. The caller's device has already checked
+// the EtherType and job key.
+func Parse(frame []byte) (Announcement, error) {
+	var a Announcement
+	if len(frame) < msgLen {
+		return a, fmt.Errorf("%w: %d bytes", ErrBadAnnouncement, len(frame))
+	}
+	if frame[nic.OffKind] != KindAnnounce {
+		return a, ErrNotAnnouncement
+	}
+	copy(a.Src[:], frame[6:12])
+	rank := binary.BigEndian.Uint32(frame[offRank:])
+	size := binary.BigEndian.Uint32(frame[offSize:])
+	if size == 0 || size > 1<<20 || rank >= size {
+		return a, fmt.Errorf("%w: rank %d of %d", ErrBadAnnouncement, rank, size)
+	}
+	flags := binary.BigEndian.Uint16(frame[offFlags:])
+	if flags&^(flagDone|flagAllDone) != 0 {
+		return a, fmt.Errorf("%w: flags %#x", ErrBadAnnouncement, flags)
+	}
+	a.Rank, a.Size = int(rank), int(size)
+	a.Rail = int(binary.BigEndian.Uint16(frame[offRail:]))
+	a.Done, a.AllDone = flags&flagDone != 0, flags&flagAllDone != 0
+	return a, nil
+}
+
+// Config describes this rank.
+type Config struct {
+	Rank, Size int
+	// Rail is the rail index this device serves, carried for diagnostics.
+	Rail int
+	// EtherType and JobKey must match the device's filter.
+	EtherType uint16
+	JobKey    uint32
+	// Period between announcements; zero means 5ms.
+	Period time.Duration
+	// Linger is how many quiet periods a finished rank waits for stragglers;
+	// zero means 40.
+	Linger int
+}
+
+// Discover finds every rank's MAC address on dev's network. It returns them
+// indexed by rank (its own included), or an error naming the ranks it never
+// heard when ctx ends.
+func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]net.HardwareAddr, error) {
+	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
+		return nil, fmt.Errorf("bootstrap: rank %d of %d", cfg.Rank, cfg.Size)
+	}
+	if cfg.Period == 0 {
+		cfg.Period = 5 * time.Millisecond
+	}
+	if cfg.Linger == 0 {
+		cfg.Linger = 40
+	}
+	if cfg.EtherType == 0 {
+		cfg.EtherType = nic.DefaultEtherType
+	}
+	self, ok := nic.MAC(dev.HardwareAddr())
+	if !ok {
+		return nil, fmt.Errorf("bootstrap: device address %v is not Ethernet", dev.HardwareAddr())
+	}
+	s := &state{
+		cfg:   cfg,
+		macs:  make([][6]byte, cfg.Size),
+		heard: make([]bool, cfg.Size),
+		done:  make([]bool, cfg.Size),
+	}
+	s.macs[cfg.Rank], s.heard[cfg.Rank] = self, true
+	s.nHeard = 1
+	if cfg.Size == 1 {
+		return []net.HardwareAddr{net.HardwareAddr(self[:])}, nil
+	}
+
+	out := make([]byte, msgLen)
+	bufs := make([][]byte, dev.BatchSize())
+	for i := range bufs {
+		bufs[i] = make([]byte, nic.FrameCap(dev.MTU()))
+	}
+	lens := make([]int, len(bufs))
+	next := time.Now()
+	quiet := 0
+	for {
+		now := time.Now()
+		if !now.Before(next) {
+			if s.finished() && quiet >= cfg.Linger {
+				return s.result(), nil
+			}
+			quiet++
+			s.announce(out, self)
+			if _, err := dev.Send([][]byte{out}); err != nil && !errors.Is(err, nic.ErrFrameSize) {
+				return nil, fmt.Errorf("bootstrap rank %d: announce: %w", cfg.Rank, err)
+			}
+			next = now.Add(cfg.Period)
+		}
+		n, err := dev.Recv(bufs, lens)
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
+		}
+		for i := 0; i < n; i++ {
+			a, err := Parse(bufs[i][:lens[i]])
+			if err != nil {
+				continue // someone else's frame, or garbage: not ours to judge
+			}
+			if err := s.hear(a); err != nil {
+				return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
+			}
+			if !a.AllDone {
+				quiet = 0 // a straggler: stay and keep answering
+			}
+		}
+		if n > 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bootstrap rank %d: %w: %s", cfg.Rank, err, s.missing())
+		}
+		wake := next
+		if d, ok := ctx.Deadline(); ok && d.Before(wake) {
+			wake = d
+		}
+		if err := dev.Wait(wake); err != nil && !errors.Is(err, nic.ErrTimeout) {
+			return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
+		}
+	}
+}
+
+type state struct {
+	cfg           Config
+	macs          [][6]byte
+	heard, done   []bool
+	nHeard, nDone int
+}
+
+func (s *state) hear(a Announcement) error {
+	if a.Size != s.cfg.Size {
+		return fmt.Errorf("%w: rank %d (%x) says %d, this rank %d", ErrSizeMismatch, a.Rank, a.Src, a.Size, s.cfg.Size)
+	}
+	if a.Rank == s.cfg.Rank && a.Src != s.macs[s.cfg.Rank] {
+		return fmt.Errorf("%w: %d is claimed by %x and by this host", ErrDuplicateRank, a.Rank, a.Src)
+	}
+	if s.heard[a.Rank] && s.macs[a.Rank] != a.Src {
+		return fmt.Errorf("%w: %d is claimed by %x and %x", ErrDuplicateRank, a.Rank, s.macs[a.Rank], a.Src)
+	}
+	if !s.heard[a.Rank] {
+		s.heard[a.Rank], s.macs[a.Rank] = true, a.Src
+		s.nHeard++
+	}
+	if a.Done && !s.done[a.Rank] {
+		s.done[a.Rank] = true
+		s.nDone++
+	}
+	return nil
+}
+
+// selfIsDone: this rank has heard every rank.
+func (s *state) selfIsDone() bool { return s.nHeard == s.cfg.Size }
+
+// finished: every rank has said Done (counting this one).
+func (s *state) finished() bool {
+	if !s.selfIsDone() {
+		return false
+	}
+	if !s.done[s.cfg.Rank] {
+		s.done[s.cfg.Rank] = true
+		s.nDone++
+	}
+	return s.nDone == s.cfg.Size
+}
+
+func (s *state) announce(out []byte, self [6]byte) {
+	var flags uint16
+	if s.selfIsDone() {
+		flags |= flagDone
+	}
+	if s.finished() {
+		flags |= flagAllDone
+	}
+	nic.PutPrefix(out, &nic.Prefix{
+		Dst: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Src: self,
+		EtherType: s.cfg.EtherType, Version: nic.Version, Kind: KindAnnounce, JobKey: s.cfg.JobKey,
+	})
+	binary.BigEndian.PutUint32(out[offRank:], uint32(s.cfg.Rank))
+	binary.BigEndian.PutUint32(out[offSize:], uint32(s.cfg.Size))
+	binary.BigEndian.PutUint16(out[offRail:], uint16(s.cfg.Rail))
+	binary.BigEndian.PutUint16(out[offFlags:], flags)
+}
+
+func (s *state) result() []net.HardwareAddr {
+	out := make([]net.HardwareAddr, s.cfg.Size)
+	for i := range out {
+		out[i] = net.HardwareAddr(append([]byte(nil), s.macs[i][:]...))
+	}
+	return out
+}
+
+func (s *state) missing() string {
+	var never []int
+	for r, h := range s.heard {
+		if !h {
+			never = append(never, r)
+		}
+	}
+	if len(never) > 0 {
+		return fmt.Sprintf("never heard ranks %v", never)
+	}
+	var notDone []int
+	for r, d := range s.done {
+		if !d {
+			notDone = append(notDone, r)
+		}
+	}
+	return fmt.Sprintf("ranks %v never confirmed they heard everyone", notDone)
+}

@@ -1,0 +1,222 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+const job = 0x10b
+
+func ports(t *testing.T, n int, f memnic.Faults, seed uint64) []*memnic.Port {
+	sw := memnic.NewSwitch(seed)
+	var ps []*memnic.Port
+	for i := 0; i < n; i++ {
+		p, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: job}, Faults: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+type result struct {
+	rank int
+	macs []string
+	err  error
+}
+
+func discoverAll(t *testing.T, ps []*memnic.Port, delay func(rank int) time.Duration, timeout time.Duration) []result {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res := make(chan result, len(ps))
+	for r, p := range ps {
+		go func() {
+			time.Sleep(delay(r))
+			macs, err := Discover(ctx, p, Config{Rank: r, Size: len(ps), JobKey: job})
+			var s []string
+			for _, m := range macs {
+				s = append(s, m.String())
+			}
+			res <- result{r, s, err}
+		}()
+	}
+	out := make([]result, len(ps))
+	for range ps {
+		x := <-res
+		out[x.rank] = x
+	}
+	return out
+}
+
+func checkAll(t *testing.T, ps []*memnic.Port, rs []result) {
+	t.Helper()
+	for _, x := range rs {
+		if x.err != nil {
+			t.Fatalf("rank %d: %v", x.rank, x.err)
+		}
+		for r, p := range ps {
+			if x.macs[r] != p.HardwareAddr().String() {
+				t.Fatalf("rank %d thinks rank %d is %s, it is %s", x.rank, r, x.macs[r], p.HardwareAddr())
+			}
+		}
+	}
+}
+
+func TestDiscoverEightRanks(t *testing.T) {
+	ps := ports(t, 8, memnic.Faults{}, 1)
+	checkAll(t, ps, discoverAll(t, ps, func(int) time.Duration { return 0 }, 10*time.Second))
+}
+
+func TestDiscoverUnderLossAndLateStart(t *testing.T) {
+	ps := ports(t, 8, memnic.Faults{Loss: 0.2, Duplicate: 0.05, Reorder: 0.05}, 2)
+	// Rank 7 starts long after the others could have finished lingering.
+	delay := func(r int) time.Duration {
+		if r == 7 {
+			return 500 * time.Millisecond
+		}
+		return 0
+	}
+	checkAll(t, ps, discoverAll(t, ps, delay, 20*time.Second))
+}
+
+func TestMissingRankTimesOutNamingIt(t *testing.T) {
+	ps := ports(t, 3, memnic.Faults{}, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Discover(ctx, ps[1], Config{Rank: 1, Size: 3, JobKey: job})
+		done <- err
+	}()
+	_, err := Discover(ctx, ps[0], Config{Rank: 0, Size: 3, JobKey: job})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "never heard ranks [2]") {
+		t.Fatalf("got %v, want a deadline error naming rank 2", err)
+	}
+	<-done
+}
+
+func TestSizeMismatch(t *testing.T) {
+	ps := ports(t, 2, memnic.Faults{}, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go Discover(ctx, ps[1], Config{Rank: 1, Size: 3, JobKey: job})
+	_, err := Discover(ctx, ps[0], Config{Rank: 0, Size: 2, JobKey: job})
+	if !errors.Is(err, ErrSizeMismatch) {
+		t.Fatalf("got %v, want ErrSizeMismatch", err)
+	}
+}
+
+func TestDuplicateRank(t *testing.T) {
+	ps := ports(t, 3, memnic.Faults{}, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go Discover(ctx, ps[1], Config{Rank: 1, Size: 3, JobKey: job})
+	go Discover(ctx, ps[2], Config{Rank: 1, Size: 3, JobKey: job})
+	_, err := Discover(ctx, ps[0], Config{Rank: 0, Size: 3, JobKey: job})
+	if !errors.Is(err, ErrDuplicateRank) {
+		t.Fatalf("got %v, want ErrDuplicateRank", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	ps := ports(t, 1, memnic.Faults{}, 6)
+	for _, c := range []Config{{Rank: 0, Size: 0}, {Rank: 2, Size: 2}, {Rank: -1, Size: 2}} {
+		if _, err := Discover(context.Background(), ps[0], c); err == nil {
+			t.Errorf("Discover(%+v) succeeded", c)
+		}
+	}
+	macs, err := Discover(context.Background(), ps[0], Config{Rank: 0, Size: 1})
+	if err != nil || len(macs) != 1 {
+		t.Fatalf("single rank: %v %v", macs, err)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	s := &state{cfg: Config{Rank: 1, Size: 4, Rail: 2, JobKey: job, EtherType: nic.DefaultEtherType}, macs: make([][6]byte, 4), heard: make([]bool, 4), done: make([]bool, 4)}
+	out := make([]byte, msgLen)
+	s.announce(out, [6]byte{2, 0, 0, 0, 0, 9})
+	a, err := Parse(out)
+	if err != nil || a.Rank != 1 || a.Size != 4 || a.Rail != 2 || a.Done || a.Src != [6]byte{2, 0, 0, 0, 0, 9} {
+		t.Fatalf("round trip: %+v %v", a, err)
+	}
+	bad := append([]byte(nil), out...)
+	bad[offRank+3] = 9 // rank 9 of 4
+	if _, err := Parse(bad); !errors.Is(err, ErrBadAnnouncement) {
+		t.Fatalf("rank beyond size: %v", err)
+	}
+	if _, err := Parse(out[:msgLen-1]); !errors.Is(err, ErrBadAnnouncement) {
+		t.Fatalf("short: %v", err)
+	}
+	other := append([]byte(nil), out...)
+	other[nic.OffKind] = 1
+	if _, err := Parse(other); !errors.Is(err, ErrNotAnnouncement) {
+		t.Fatalf("other kind: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	s := &state{cfg: Config{Rank: 1, Size: 4, JobKey: job, EtherType: nic.DefaultEtherType}, macs: make([][6]byte, 4), heard: make([]bool, 4), done: make([]bool, 4)}
+	out := make([]byte, msgLen)
+	s.announce(out, [6]byte{2, 0, 0, 0, 0, 9})
+	f.Add(out)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := Parse(b)
+		if err == nil && (a.Rank < 0 || a.Rank >= a.Size || a.Size < 1) {
+			t.Fatalf("accepted impossible announcement %+v", a)
+		}
+	})
+}
+
+func TestHostfile(t *testing.T) {
+	good := "# job 7\n1 02:00:00:00:01:00,02:00:00:00:01:01\n\n0 02:00:00:00:00:00,02:00:00:00:00:01\n"
+	m, err := ParseHostfile(strings.NewReader(good), 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m[1][1].String() != "02:00:00:00:01:01" || m[0][0].String() != "02:00:00:00:00:00" {
+		t.Fatalf("parsed %v", m)
+	}
+	for _, bad := range []string{
+		"0 02:00:00:00:00:00\n",                        // rank 1 missing
+		"0 02:00:00:00:00:00\n0 02:00:00:00:00:01\n",   // twice
+		"0 02:00:00:00:00:00\n2 02:00:00:00:00:01\n",   // out of range
+		"0 02:00:00:00:00:00\n1 nonsense\n",            // bad MAC
+		"0 02:00:00:00:00:00 x\n1 02:00:00:00:00:01\n", // extra field
+		"0 00:00:00:00:00:00:00:00\n1 02:00:00:00:00:01\n",
+	} {
+		if _, err := ParseHostfile(strings.NewReader(bad), 2, 1); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func FuzzHostfile(f *testing.F) {
+	f.Add("0 02:00:00:00:00:00\n1 02:00:00:00:00:01\n", 2, 1)
+	f.Add("# x\n0 02:00:00:00:00:00,02:00:00:00:00:02\n", 1, 2)
+	f.Fuzz(func(t *testing.T, s string, size, rails int) {
+		if size > 64 || rails > 8 {
+			return
+		}
+		m, err := ParseHostfile(strings.NewReader(s), size, rails)
+		if err != nil {
+			return
+		}
+		if len(m) != size {
+			t.Fatalf("%d ranks, want %d", len(m), size)
+		}
+		for _, r := range m {
+			if len(r) != rails {
+				t.Fatalf("%d rails, want %d", len(r), rails)
+			}
+		}
+	})
+}
