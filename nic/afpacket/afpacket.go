@@ -59,7 +59,7 @@ type Device struct {
 	riov     []unix.Iovec
 	rn       int // frames received by the last recvmmsg
 	rerr     syscall.Errno
-	recvFn   func(fd uintptr) bool
+	recvFn   func(fd uintptr)
 	waitFn   func(fd uintptr) bool
 	waitPeek [1]byte
 
@@ -240,7 +240,9 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 		d.rhdrs[i].hdr.Flags = 0
 	}
 	d.rn = n
-	if err := d.raw.Read(d.recvFn); err != nil {
+	// Control, not Read: a receive must not see the read deadline that a
+	// concurrent Wait has set on the shared poller descriptor.
+	if err := d.raw.Control(d.recvFn); err != nil {
 		return 0, d.opErr("recv", err)
 	}
 	switch d.rerr {
@@ -276,7 +278,7 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 	return got, nil
 }
 
-func (d *Device) recvOnce(fd uintptr) bool {
+func (d *Device) recvOnce(fd uintptr) {
 	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&d.rhdrs[0])), uintptr(d.rn), unix.MSG_DONTWAIT, 0, 0)
 	d.rerr = e
 	if e == 0 {
@@ -284,7 +286,6 @@ func (d *Device) recvOnce(fd uintptr) bool {
 	} else {
 		d.rn = 0
 	}
-	return true
 }
 
 // Wait implements nic.Device on the runtime poller.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func Run(t *testing.T, mk Maker) {
 	t.Run("ForeignFramesRefused", func(t *testing.T) { testForeign(t, mk(t)) })
 	t.Run("CloseUnblocksWait", func(t *testing.T) { testCloseUnblocks(t, mk(t)) })
 	t.Run("WaitDeadline", func(t *testing.T) { testWaitDeadline(t, mk(t)) })
+	t.Run("RecvBesideWait", func(t *testing.T) { testRecvBesideWait(t, mk(t)) })
 	t.Run("OversizeRefused", func(t *testing.T) { testOversize(t, mk(t)) })
 	t.Run("NoAllocations", func(t *testing.T) { testAllocs(t, mk(t)) })
 }
@@ -280,5 +282,56 @@ func testAllocs(t *testing.T, p Pair) {
 	roundTrip()
 	if a := testing.AllocsPerRun(200, roundTrip); a != 0 {
 		t.Fatalf("%v allocations per send+recv", a)
+	}
+}
+
+// testRecvBesideWait checks that a Wait with a short deadline in one
+// goroutine never makes a Recv in another fail: a progress engine may block
+// in the background while a user polls.
+func testRecvBesideWait(t *testing.T, p Pair) {
+	stop := make(chan struct{})
+	waited := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				waited <- nil
+				return
+			default:
+			}
+			err := p.B.Wait(time.Now().Add(50 * time.Microsecond))
+			if err != nil && !errors.Is(err, nic.ErrTimeout) {
+				waited <- err
+				return
+			}
+		}
+	}()
+	f := make([]byte, 64)
+	Frame(f, p, p.B, p.A, 3)
+	bufs, lens := [][]byte{make([]byte, nic.FrameCap(p.B.MTU()))}, []int{0}
+	got := 0
+	for i := 0; i < 200; i++ {
+		sendAll(t, p.A, [][]byte{f})
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			n, err := p.B.Recv(bufs, lens)
+			if err != nil {
+				close(stop)
+				t.Fatalf("Recv beside a Wait failed: %v", err)
+			}
+			if n > 0 {
+				got++
+				break
+			}
+			if time.Now().After(deadline) {
+				close(stop)
+				t.Fatalf("frame %d never arrived", i)
+			}
+			runtime.Gosched()
+		}
+	}
+	close(stop)
+	if err := <-waited; err != nil {
+		t.Fatalf("Wait failed: %v", err)
 	}
 }
