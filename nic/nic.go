@@ -45,6 +45,7 @@ type Device interface {
 	// Wait blocks until frames may be waiting, the deadline passes
 	// (ErrTimeout) or the device is closed (ErrClosed). A zero deadline waits
 	// for ever. A nil return is a hint: Recv may still return nothing.
+	// A timeout allocates nothing: it is routine for a progress engine.
 	Wait(deadline time.Time) error
 
 	// MTU is the largest payload after the Ethernet header.

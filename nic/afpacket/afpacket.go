@@ -5,8 +5,8 @@
 // BPF filter (from package bpf) that admits only this job's frames, so the
 // kernel drops every other frame before it is queued. Frames move in batches
 // with recvmmsg(2) and sendmmsg(2), one system call per batch, and by default
-// bypass the sender's qdisc (PACKET_QDISC_BYPASS). Wait parks on the Go
-// runtime's poller, so Close wakes it.
+// bypass the sender's qdisc (PACKET_QDISC_BYPASS). Wait sleeps in ppoll(2)
+// on the socket and an eventfd that Close signals.
 package afpacket
 
 import (
@@ -54,14 +54,20 @@ type Device struct {
 	closed atomic.Bool
 
 	// Receive side, used by one receiver at a time.
-	rmu      sync.Mutex
-	rhdrs    []mmsghdr
-	riov     []unix.Iovec
-	rn       int // frames received by the last recvmmsg
-	rerr     syscall.Errno
-	recvFn   func(fd uintptr)
-	waitFn   func(fd uintptr) bool
-	waitPeek [1]byte
+	rmu    sync.Mutex
+	rhdrs  []mmsghdr
+	riov   []unix.Iovec
+	rn     int // frames received by the last recvmmsg
+	rerr   syscall.Errno
+	recvFn func(fd uintptr)
+
+	// Wait sleeps in ppoll(2) on the socket and an eventfd that Close
+	// signals; waitMu keeps Close from freeing the descriptors under it.
+	waitMu  sync.RWMutex
+	fd      int
+	efd     int
+	pollFds [2]unix.PollFd
+	pollTs  unix.Timespec
 
 	// Send side, used by one sender at a time.
 	smu    sync.Mutex
@@ -165,8 +171,15 @@ func (d *Device) setup() error {
 	}
 	// Method values made once, so the hot path does not allocate closures.
 	d.recvFn = d.recvOnce
-	d.waitFn = d.waitOnce
 	d.sendFn = d.sendOnce
+	if err := raw.Control(func(fd uintptr) { d.fd = int(fd) }); err != nil {
+		return err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	d.efd = efd
 	return nil
 }
 
@@ -203,7 +216,16 @@ func (d *Device) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
-	if err := d.conn.Close(); err != nil {
+	// Wake every Wait (the eventfd stays readable), then wait for them to
+	// leave ppoll before the descriptors go.
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(d.efd, one[:])
+	d.waitMu.Lock()
+	unix.Close(d.efd)
+	err := d.conn.Close()
+	d.waitMu.Unlock()
+	if err != nil {
 		return fmt.Errorf("afpacket %s: close: %w", d.cfg.Iface, err)
 	}
 	return nil
@@ -288,33 +310,38 @@ func (d *Device) recvOnce(fd uintptr) {
 	}
 }
 
-// Wait implements nic.Device on the runtime poller.
+// Wait implements nic.Device. It sleeps in ppoll(2) on the socket, so the
+// wake-up goes straight to this thread, and allocates nothing.
 func (d *Device) Wait(deadline time.Time) error {
+	d.waitMu.RLock()
+	defer d.waitMu.RUnlock()
 	if d.closed.Load() {
 		return d.opErr("wait", nic.ErrClosed)
 	}
-	if err := d.conn.SetReadDeadline(deadline); err != nil {
-		return d.opErr("wait", err)
+	d.pollFds[0] = unix.PollFd{Fd: int32(d.fd), Events: unix.POLLIN}
+	d.pollFds[1] = unix.PollFd{Fd: int32(d.efd), Events: unix.POLLIN}
+	for {
+		var ts *unix.Timespec
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nic.ErrTimeout
+			}
+			d.pollTs = unix.NsecToTimespec(int64(left))
+			ts = &d.pollTs
+		}
+		n, err := unix.Ppoll(d.pollFds[:], ts, nil)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return d.opErr("ppoll", err)
+		case d.closed.Load() || d.pollFds[1].Revents != 0:
+			return d.opErr("wait", nic.ErrClosed)
+		case n > 0:
+			return nil
+		}
 	}
-	err := d.raw.Read(d.waitFn)
-	// Recv uses the same poller descriptor: a stale deadline would fail it.
-	if !deadline.IsZero() {
-		_ = d.conn.SetReadDeadline(time.Time{})
-	}
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, nic.ErrTimeout) {
-		return fmt.Errorf("afpacket %s: wait: %w", d.cfg.Iface, nic.ErrTimeout)
-	}
-	return d.opErr("wait", err)
-}
-
-// waitOnce reports whether a frame is queued; returning false parks the
-// caller on the poller until the socket is readable.
-func (d *Device) waitOnce(fd uintptr) bool {
-	_, _, e := unix.Syscall6(unix.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&d.waitPeek[0])), 1, unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
-	return e != unix.EAGAIN
 }
 
 // Send implements nic.Device with sendmmsg(2), waiting for socket buffer

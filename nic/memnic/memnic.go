@@ -562,7 +562,9 @@ func (p *Port) Wait(deadline time.Time) error {
 		if !deadline.IsZero() {
 			d := time.Until(deadline)
 			if d <= 0 {
-				return fmt.Errorf("memnic port %d: wait: %w", p.index, nic.ErrTimeout)
+				// The bare sentinel: a timeout is routine for a progress
+				// engine and must not allocate.
+				return nic.ErrTimeout
 			}
 			if wake < 0 || d < wake {
 				wake = d

@@ -283,6 +283,14 @@ func testAllocs(t *testing.T, p Pair) {
 	if a := testing.AllocsPerRun(200, roundTrip); a != 0 {
 		t.Fatalf("%v allocations per send+recv", a)
 	}
+	timeout := func() {
+		if err := p.B.Wait(time.Now().Add(10 * time.Microsecond)); err != nil && !errors.Is(err, nic.ErrTimeout) {
+			t.Fatal(err)
+		}
+	}
+	if a := testing.AllocsPerRun(50, timeout); a != 0 {
+		t.Fatalf("%v allocations per timed-out Wait", a)
+	}
 }
 
 // testRecvBesideWait checks that a Wait with a short deadline in one

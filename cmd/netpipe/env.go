@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/ethervia/ethervia/bpf"
+	"github.com/ethervia/ethervia/internal/netpipe"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/afpacket"
+	"github.com/ethervia/ethervia/nic/afxdp"
+	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/testbed"
+)
+
+// modules lists the -module choices: the library's raw and tcp, plus the
+// layers wired in as they are built. Names mapped to nil are known but not
+// built yet, and -module rejects them with a clear error.
+func modules() netpipe.Modules {
+	return netpipe.DefaultModules()
+}
+
+func parseRate(s string) (uint64, error) { return testbed.ParseRate(s) }
+
+func randomJobKey() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint32(b[:]) | 1 // never 0, so it is visibly set
+}
+
+func (o *options) filter() nic.Filter {
+	return nic.Filter{EtherType: uint16(o.ethertype), JobKey: uint32(o.job)}
+}
+
+func (o *options) endpoint(role netpipe.Role) netpipe.Endpoint {
+	return netpipe.Endpoint{
+		Role: role, Filter: o.filter(), Spin: o.spin, Window: o.window,
+		Timeout: o.timeout, Integrity: o.integrity,
+	}
+}
+
+// memEnv runs both ends in this process: frame modules over one memnic
+// switch per link, tcp over loopback.
+func memEnv(o *options, mod netpipe.Module) (*environment, error) {
+	env := &environment{kind: "mem", driver: "memnic", mtu: o.mtu}
+	if env.mtu == 0 {
+		env.mtu = 1500
+	}
+	tx, rx := o.endpoint(netpipe.Transmitter), o.endpoint(netpipe.Receiver)
+	if !mod.Frames() {
+		env.driver = "kernel"
+		env.mtu = 65536 // loopback's
+		if o.drop != 0 || o.corrupt != 0 || o.links != 1 || o.set["mtu"] {
+			return nil, errors.New("-mem runs tcp over loopback: -drop, -corrupt, -links and -mtu do not apply")
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("mem: tcp over loopback: %w", err)
+		}
+		env.closers = append(env.closers, func() error { ln.Close(); return nil })
+		rx.Listener, tx.Addr = ln, ln.Addr().String()
+		env.describe = "in process, tcp over loopback (127.0.0.1)"
+		env.notes = append(env.notes, "-mem: the tcp module runs over loopback (127.0.0.1), not over a memnic link")
+		env.ends = []end{{ep: tx}, {ep: rx}}
+		return env, nil
+	}
+	if o.set["driver"] {
+		env.notes = append(env.notes, fmt.Sprintf("-mem: -driver %s ignored, frames go over memnic", o.driver))
+	}
+	faults := memnic.Faults{Loss: o.drop, Corrupt: o.corrupt}
+	for l := range o.links {
+		sw := memnic.NewSwitch(o.seed + uint64(l))
+		var ports [2]*memnic.Port
+		for i := range ports {
+			p, err := sw.NewPort(memnic.PortConfig{
+				Config: nic.Config{EtherType: uint16(o.ethertype), JobKey: uint32(o.job)},
+				MTU:    env.mtu, Faults: faults,
+			})
+			if err != nil {
+				env.close()
+				return nil, fmt.Errorf("mem: link %d: %w", l, err)
+			}
+			env.closers = append(env.closers, p.Close)
+			ports[i] = p
+		}
+		tx.Devices = append(tx.Devices, ports[0])
+		rx.Devices = append(rx.Devices, ports[1])
+		tx.PeerMACs = append(tx.PeerMACs, ports[1].HardwareAddr())
+		rx.PeerMACs = append(rx.PeerMACs, ports[0].HardwareAddr())
+	}
+	env.describe = "in process over memnic"
+	env.ends = []end{{ep: tx}, {ep: rx}}
+	return env, nil
+}
+
+// openDevice opens the driver on one interface in the calling thread's
+// namespace.
+func openDevice(o *options, iface string) (nic.Device, error) {
+	cfg := nic.Config{EtherType: uint16(o.ethertype), JobKey: uint32(o.job)}
+	switch o.driver {
+	case "afpacket":
+		return afpacket.Open(afpacket.Config{Config: cfg, Iface: iface})
+	case "afxdp":
+		return afxdp.Open(afxdp.Config{Config: cfg, Iface: iface})
+	}
+	return nil, fmt.Errorf("unknown driver %q", o.driver)
+}
+
+// faultSetter is testbed's fault injector, present once package bpf's tc
+// program is built into it.
+type faultSetter interface {
+	SetFault(host, rail int, c bpf.FaultConfig) error
+}
+
+// localEnv builds a private two-host testbed and runs one end in each
+// host's namespace.
+func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment, error) {
+	topo := testbed.Pair
+	if o.rateBits != 0 || o.drop != 0 {
+		topo = testbed.Switch // rate limits and faults sit on the switch ports
+	}
+	tb, err := testbed.NewContext(ctx, testbed.Config{
+		Hosts: 2, Rails: o.links, Topology: topo, MTU: o.mtu, Rate: o.rateBits, Name: "np",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("local testbed: %w", err)
+	}
+	env := &environment{kind: "local", driver: o.driver, mtu: tb.Config().MTU}
+	env.closers = append(env.closers, tb.Close)
+	env.describe = fmt.Sprintf("local testbed (%s topology", topo)
+	if o.rate != "" {
+		env.describe += ", " + o.rate + " per link"
+	}
+	if o.drop != 0 {
+		env.describe += fmt.Sprintf(", drop %g", o.drop)
+	}
+	env.describe += ")"
+	if o.drop != 0 {
+		fs, ok := any(tb).(faultSetter)
+		if !ok {
+			env.close()
+			return nil, errors.New("-drop needs the testbed's fault injector, which is not built yet")
+		}
+		for h := range 2 {
+			for r := range o.links {
+				if err := fs.SetFault(h, r, bpf.FaultConfig{Drop: o.drop}); err != nil {
+					env.close()
+					return nil, fmt.Errorf("local testbed: -drop: %w", err)
+				}
+			}
+		}
+	}
+	hosts := []*testbed.Host{tb.Host(0), tb.Host(1)}
+	eps := []netpipe.Endpoint{o.endpoint(netpipe.Transmitter), o.endpoint(netpipe.Receiver)}
+	if mod.Frames() {
+		for i, h := range hosts {
+			err := h.Do(func() error {
+				for _, iface := range h.Ifaces {
+					d, err := openDevice(o, iface)
+					if err != nil {
+						return err
+					}
+					env.closers = append(env.closers, d.Close)
+					eps[i].Devices = append(eps[i].Devices, d)
+				}
+				return nil
+			})
+			if err != nil {
+				env.close()
+				return nil, fmt.Errorf("local testbed: host %d: %w", i, err)
+			}
+			eps[i].PeerMACs = hosts[1-i].MACs
+		}
+	} else {
+		env.driver = "kernel"
+		if len(hosts[1].IPs) == 0 {
+			env.close()
+			return nil, errors.New("local testbed: hosts have no IPv4 addresses for tcp")
+		}
+		addr := net.JoinHostPort(hosts[1].IPs[0].String(), strconv.Itoa(o.port))
+		eps[0].Addr, eps[1].Addr = addr, addr
+		if o.links > 1 {
+			env.notes = append(env.notes, "tcp uses the first link only")
+		}
+	}
+	for i, h := range hosts {
+		env.ends = append(env.ends, end{ep: eps[i], goIn: h.Go})
+	}
+	return env, nil
+}
+
+// twoMachineEnv runs one end on real interfaces in this namespace.
+func twoMachineEnv(o *options, mod netpipe.Module) (*environment, error) {
+	role := netpipe.Transmitter
+	if o.receiver {
+		role = netpipe.Receiver
+	}
+	env := &environment{kind: "two-machine", driver: o.driver}
+	ep := o.endpoint(role)
+	if mod.Frames() {
+		if !o.set["job"] {
+			env.notes = append(env.notes, "two-machine mode: job key 0; give both ends the same -job to share a LAN with other jobs")
+		}
+		for _, iface := range o.ifaces {
+			d, err := openDevice(o, iface)
+			if err != nil {
+				env.close()
+				return nil, err
+			}
+			env.closers = append(env.closers, d.Close)
+			ep.Devices = append(ep.Devices, d)
+			if env.mtu == 0 || d.MTU() < env.mtu {
+				env.mtu = d.MTU()
+			}
+		}
+		ep.PeerMACs = o.peerMACs
+	} else {
+		env.driver = "kernel"
+		host := o.host
+		if host == "" {
+			host = "0.0.0.0"
+		}
+		ep.Addr = net.JoinHostPort(host, strconv.Itoa(o.port))
+		if ifi, err := net.InterfaceByName(o.ifaces[0]); err == nil {
+			env.mtu = ifi.MTU
+		}
+	}
+	env.describe = fmt.Sprintf("two-machine %s on %v", role, o.ifaces)
+	env.ends = []end{{ep: ep}}
+	return env, nil
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package netpipe
+
+const raceEnabled = false

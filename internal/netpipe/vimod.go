@@ -1,0 +1,246 @@
+package netpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/vi"
+)
+
+// VIModule is the "vi" module: one reliable-delivery VI connection over the
+// first link, MP_Lite's eager path. A message goes out as one or more send
+// descriptors over a registered staging ring it is copied into, and lands
+// in pre-posted receive descriptors whose buffers are copied out, so a
+// sender always has credit and the connection never waits for a post.
+type VIModule struct{}
+
+// Name implements Module.
+func (VIModule) Name() string { return "vi" }
+
+// Frames implements Module.
+func (VIModule) Frames() bool { return true }
+
+const (
+	// viDiscriminator names the benchmark's VI on the receiver, like
+	// NPtcp's port.
+	viDiscriminator = 5002
+	// viSlots is the number of staging buffers each way; it bounds a
+	// message to viSlots*chunk bytes in flight and the memory registered
+	// per end to 2*viSlots*chunk.
+	viSlots = 16
+)
+
+// Connect implements Module. The receiver waits for the transmitter's
+// connection request; the transmitter repeats it until accepted.
+func (VIModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
+	if len(ep.Devices) != 1 {
+		return nil, fmt.Errorf("vi: the vi module runs on one link, not %d (bonding several links is not built into it)", len(ep.Devices))
+	}
+	if ep.Role == Transmitter && len(ep.PeerMACs) != 1 {
+		return nil, errors.New("vi: the transmitter needs the receiver's MAC")
+	}
+	timeout := ep.Timeout
+	if timeout <= 0 {
+		timeout = defaultTimeout
+	}
+	p, err := vi.Open(ep.Devices[0], vi.Options{
+		Config:      nic.Config{EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey},
+		SpinTime:    ep.Spin,
+		PeerTimeout: timeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vi: open: %w", err)
+	}
+	c := &viConn{p: p}
+	if err := c.setup(ctx, ep, timeout); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// viConn is one end of a vi connection. It is used by one goroutine at a
+// time, as Conn requires; Close may come from anywhere.
+type viConn struct {
+	p     *vi.Provider
+	v     *vi.VI
+	cq    *vi.CQ
+	chunk int
+
+	sendArea, recvArea []byte
+	sendH, recvH       descriptors.MemHandle
+	sds, rds           []descriptors.Descriptor
+	sNext, sDone       int // send slots: next to post, oldest in flight
+	recvReady          int // receive completions taken from the CQ, not yet fetched
+
+	closeOnce sync.Once
+}
+
+func (c *viConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration) error {
+	attrs := c.p.Attributes()
+	c.chunk = attrs.MaxTransfer
+	cq, err := c.p.NewCQ(2 * attrs.QueueDepth)
+	if err != nil {
+		return fmt.Errorf("vi: %w", err)
+	}
+	c.cq = cq
+	ptag := c.p.NewPTag()
+	c.v, err = c.p.NewVI(vi.Attributes{Reliability: vi.ReliableDelivery, PTag: ptag, SendCQ: cq, RecvCQ: cq})
+	if err != nil {
+		return fmt.Errorf("vi: %w", err)
+	}
+	c.sendArea = make([]byte, viSlots*c.chunk)
+	c.recvArea = make([]byte, viSlots*c.chunk)
+	if c.sendH, err = c.p.RegisterMemory(c.sendArea, ptag, 0); err != nil {
+		return fmt.Errorf("vi: register send ring: %w", err)
+	}
+	if c.recvH, err = c.p.RegisterMemory(c.recvArea, ptag, 0); err != nil {
+		return fmt.Errorf("vi: register receive ring: %w", err)
+	}
+	c.sds = make([]descriptors.Descriptor, viSlots)
+	c.rds = make([]descriptors.Descriptor, viSlots)
+	for i := range viSlots {
+		c.sds[i].Segments = []descriptors.Segment{{Handle: c.sendH}}
+		c.rds[i].Segments = []descriptors.Segment{{Buf: c.recvSlot(i), Handle: c.recvH}}
+		// Posted before connecting: every one is a credit from the start.
+		if err := c.v.PostRecv(&c.rds[i]); err != nil {
+			return fmt.Errorf("vi: post receive: %w", err)
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, 6*timeout)
+	defer cancel()
+	if ep.Role == Receiver {
+		req, err := c.p.ConnectWait(hctx, viDiscriminator)
+		if err != nil {
+			return fmt.Errorf("vi: wait for the transmitter: %w", err)
+		}
+		if err := req.Accept(c.v); err != nil {
+			return fmt.Errorf("vi: accept: %w", err)
+		}
+		return nil
+	}
+	if err := c.v.ConnectRequest(hctx, vi.Address{MAC: ep.PeerMACs[0], Discriminator: viDiscriminator}); err != nil {
+		return fmt.Errorf("vi: connect to %v: %w", ep.PeerMACs[0], err)
+	}
+	return nil
+}
+
+func (c *viConn) recvSlot(i int) []byte {
+	return c.recvArea[i*c.chunk : (i+1)*c.chunk : (i+1)*c.chunk]
+}
+
+// Send implements Conn. It returns once every chunk is posted; the
+// staging copy makes msg reusable at once.
+func (c *viConn) Send(ctx context.Context, msg []byte) error { return c.exchange(ctx, msg, nil, true) }
+
+// Recv implements Conn.
+func (c *viConn) Recv(ctx context.Context, msg []byte) error { return c.exchange(ctx, nil, msg, false) }
+
+// Exchange implements Conn.
+func (c *viConn) Exchange(ctx context.Context, out, in []byte) error {
+	return c.exchange(ctx, out, in, out != nil)
+}
+
+func chunks(n, chunk int) int {
+	if n == 0 {
+		return 1
+	}
+	return (n + chunk - 1) / chunk
+}
+
+func (c *viConn) exchange(ctx context.Context, out, in []byte, send bool) error {
+	toSend, toRecv := 0, 0
+	if send {
+		toSend = chunks(len(out), c.chunk)
+	}
+	if in != nil {
+		toRecv = chunks(len(in), c.chunk)
+	}
+	sent, got := 0, 0
+	for {
+		// Post what the staging ring has room for.
+		for sent < toSend && c.sNext-c.sDone < viSlots {
+			i := c.sNext % viSlots
+			off := sent * c.chunk
+			n := min(c.chunk, len(out)-off)
+			buf := c.sendArea[i*c.chunk : i*c.chunk+n]
+			copy(buf, out[off:off+n])
+			d := &c.sds[i]
+			d.Reset()
+			d.Segments[0].Buf = buf
+			if err := c.v.PostSend(d); err != nil {
+				return fmt.Errorf("vi: post send: %w", err)
+			}
+			c.sNext++
+			sent++
+		}
+		// Take completed receives of this message, in order; later ones
+		// stay queued for the next Recv.
+		for got < toRecv && c.recvReady > 0 {
+			d, ok := c.v.RecvDone()
+			if !ok {
+				return errors.New("vi: a receive completion without a completed descriptor")
+			}
+			c.recvReady--
+			if d.Status.Failed() {
+				return fmt.Errorf("vi: receive: %w (%v)", d.Status.Err(), c.v.Err())
+			}
+			off := got * c.chunk
+			want := min(c.chunk, len(in)-off)
+			if d.Length != want {
+				return fmt.Errorf("vi: message chunk %d is %d bytes, this end expects %d", got, d.Length, want)
+			}
+			copy(in[off:off+want], d.Segments[0].Buf[:want])
+			d.Reset()
+			if err := c.v.PostRecv(d); err != nil {
+				return fmt.Errorf("vi: repost receive: %w", err)
+			}
+			got++
+		}
+		if sent == toSend && got == toRecv {
+			return nil
+		}
+		// Wait for a completion; the provider spins, then blocks. Every
+		// completion is taken from the CQ exactly once, so it never fills.
+		comp, ok := c.cq.Done()
+		if !ok {
+			if err := c.v.Err(); err != nil {
+				return fmt.Errorf("vi: connection: %w", err)
+			}
+			var err error
+			if comp, err = c.cq.Wait(ctx); err != nil {
+				return fmt.Errorf("vi: %w", err)
+			}
+		}
+		if comp.Recv {
+			c.recvReady++
+			continue
+		}
+		d, ok := c.v.SendDone()
+		if !ok {
+			return errors.New("vi: a send completion without a completed descriptor")
+		}
+		if d.Status.Failed() {
+			return fmt.Errorf("vi: send: %w (%v)", d.Status.Err(), c.v.Err())
+		}
+		c.sDone++
+	}
+}
+
+// Close implements Conn: it closes the VI and provider, not the device.
+func (c *viConn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		err = c.p.Close()
+		if errors.Is(err, vi.ErrClosed) || errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	})
+	return err
+}

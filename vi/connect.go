@@ -1,0 +1,359 @@
+package vi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/reliability"
+)
+
+// maxConnReqs bounds the connection requests waiting for ConnectWait.
+const maxConnReqs = 64
+
+// ConnRequest is a connection request received by ConnectWait. Answer it
+// with Accept or Reject; the client repeats its request until then or until
+// its own timeout.
+type ConnRequest struct {
+	p            *Provider
+	remote       Address
+	remoteMAC    [6]byte
+	remoteVI     uint16
+	remoteConnID uint32
+	peerISN      reliability.Seq
+	peerCredit   uint32
+	peerWindow   int
+	attrs        RemoteAttributes
+	at           reliability.Time
+	handled      bool
+}
+
+// Remote is the requesting VI's address (its discriminator is the one the
+// request was made to).
+func (r *ConnRequest) Remote() Address { return r.remote }
+
+// RemoteAttributes are the attributes of the requesting VI.
+func (r *ConnRequest) RemoteAttributes() RemoteAttributes { return r.attrs }
+
+func attrBits(a Attributes) uint32 {
+	b := uint32(a.Reliability)
+	if a.EnableRDMAWrite {
+		b |= 1 << 8
+	}
+	if a.EnableRDMARead {
+		b |= 1 << 9
+	}
+	return b
+}
+
+func remoteAttrs(h *reliability.Header) RemoteAttributes {
+	return RemoteAttributes{Reliability: Level(h.RKey & 0xff), MaxTransfer: int(h.MsgLen),
+		EnableRDMAWrite: h.RKey&(1<<8) != 0, EnableRDMARead: h.RKey&(1<<9) != 0}
+}
+
+// connFrame sends a connection management frame of v. p.mu is held.
+func (v *VI) connFrame(kind reliability.Kind, dstVI uint16, connID uint32) {
+	p := v.p
+	v.advCredit = v.recvMsn + uint32(v.rq.Back()-v.rqNext)
+	h := reliability.Header{Dst: v.remoteMAC, Src: p.mac, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+		Kind: kind, DstVI: dstVI, SrcVI: v.id, ConnID: connID, Seq: v.isn, Credit: v.advCredit,
+		Imm: v.localConnID, RAddr: v.remote.Discriminator, MsgLen: uint32(v.attrs.MaxTransfer),
+		Offset: uint32(p.opts.Window), RKey: attrBits(v.attrs)}
+	b := p.mgmtBuf()
+	reliability.Put(b, &h)
+	p.appendTx(b)
+	p.sendTx()
+}
+
+// rejectFrame answers a request with a Reject.
+func (p *Provider) rejectFrame(to [6]byte, dstVI uint16, connID uint32) {
+	h := reliability.Header{Dst: to, Src: p.mac, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+		Kind: reliability.KindConnReject, DstVI: dstVI, ConnID: connID}
+	b := p.mgmtBuf()
+	reliability.Put(b, &h)
+	p.appendTx(b)
+	p.sendTx()
+}
+
+// begin prepares v for a new connection to remote. p.mu is held.
+func (v *VI) begin(mode connMode, remote Address, mac [6]byte) {
+	p := v.p
+	v.state, v.mode, v.rejected = Pending, mode, false
+	v.remote = Address{MAC: append(net.HardwareAddr(nil), mac[:]...), Discriminator: remote.Discriminator}
+	v.remoteMAC, v.remoteVI, v.remoteConnID = mac, 0, 0
+	v.localConnID = p.nonce()
+	v.isn = reliability.Seq(p.rng.Uint32())
+	v.recvMsn = 0
+	v.u = unreliableRx{}
+	v.readsOut, v.readyN, v.readyHead = 0, 0, 0
+	v.jobs = [maxReads]readJob{}
+	v.sqStart, v.sqAcked = v.sq.Back(), v.sq.Back()
+}
+
+// establish creates the connection once the peer's parameters are known.
+// p.mu is held.
+func (v *VI) establish(now reliability.Time, remoteVI uint16, remoteConnID uint32, peerISN reliability.Seq, peerCredit uint32, peerWindow int) error {
+	p := v.p
+	ep := reliability.Endpoint{Local: p.mac, Remote: v.remoteMAC, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+		LocalVI: v.id, RemoteVI: remoteVI, LocalConnID: v.localConnID, RemoteConnID: remoteConnID,
+		ISN: v.isn, PeerISN: peerISN, PeerCredit: peerCredit, PeerRecvWindow: peerWindow, InitialRecvCred: v.advCredit}
+	cfg := reliability.Config{Level: v.attrs.Reliability, FrameCap: p.frameCap, Window: p.opts.Window,
+		RecvWindow: p.opts.Window, RTOInit: p.opts.RTOInit, RTOMin: p.opts.RTOMin, RTOMax: p.opts.RTOMax,
+		AckDelay: p.opts.AckDelay, PeerTimeout: p.opts.PeerTimeout}
+	c, err := reliability.NewConn(cfg, ep, now)
+	if err != nil {
+		return fmt.Errorf("vi %d: connect: %w", v.id, err)
+	}
+	v.conn = c
+	v.remoteVI, v.remoteConnID = remoteVI, remoteConnID
+	v.state = Connected
+	v.updateLimit(now) // receives posted since the connection frame
+	p.noteDeadline(c.Deadline())
+	p.markDirty(v)
+	signal(v.stateWake)
+	return nil
+}
+
+// ConnectRequest connects v to the VI waiting with ConnectWait at remote
+// (VipConnectRequest). It repeats the request until it is accepted or
+// rejected, or ctx ends (the timeout).
+func (v *VI) ConnectRequest(ctx context.Context, remote Address) error {
+	mac, ok := nic.MAC(remote.MAC)
+	if !ok {
+		return fmt.Errorf("vi %d: connect: bad MAC %v", v.id, remote.MAC)
+	}
+	p := v.p
+	p.mu.Lock()
+	if v.state != Idle {
+		st := v.state
+		p.mu.Unlock()
+		return fmt.Errorf("vi %d: connect: %w: %v", v.id, ErrState, st)
+	}
+	v.begin(modeClient, remote, mac)
+	v.connFrame(reliability.KindConnReq, 0, 0)
+	p.mu.Unlock()
+	return v.awaitConnect(ctx, reliability.KindConnReq)
+}
+
+// ConnectPeer connects v to a VI at remote that makes the same call with
+// v's address, both using the same discriminator (VipConnectPeerRequest
+// plus VipConnectPeerWait). It returns once connected, or when ctx ends.
+func (v *VI) ConnectPeer(ctx context.Context, remote Address) error {
+	mac, ok := nic.MAC(remote.MAC)
+	if !ok {
+		return fmt.Errorf("vi %d: connect peer: bad MAC %v", v.id, remote.MAC)
+	}
+	p := v.p
+	p.mu.Lock()
+	if v.state != Idle {
+		st := v.state
+		p.mu.Unlock()
+		return fmt.Errorf("vi %d: connect peer: %w: %v", v.id, ErrState, st)
+	}
+	for _, o := range p.vis {
+		if o != nil && o != v && o.mode == modePeer && o.remoteMAC == mac && o.remote.Discriminator == remote.Discriminator {
+			p.mu.Unlock()
+			return fmt.Errorf("vi %d: connect peer: %w: VI %d already uses %v", v.id, ErrState, o.id, remote)
+		}
+	}
+	v.begin(modePeer, remote, mac)
+	v.connFrame(reliability.KindPeerReq, 0, 0)
+	p.mu.Unlock()
+	return v.awaitConnect(ctx, reliability.KindPeerReq)
+}
+
+func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind) error {
+	p := v.p
+	retry := p.opts.ConnectRetry
+	for {
+		rctx, cancel := context.WithTimeout(ctx, retry)
+		err := p.wait(rctx, v.stateWake, func() bool { return v.state != Pending })
+		cancel()
+		p.mu.Lock()
+		switch v.state {
+		case Connected:
+			p.mu.Unlock()
+			return nil
+		case Pending:
+			if cerr := ctx.Err(); cerr != nil || errors.Is(err, ErrClosed) {
+				v.state, v.mode = Idle, modeNone
+				p.mu.Unlock()
+				if cerr == nil {
+					cerr = err
+				}
+				return fmt.Errorf("vi %d: connect to %v: %w", v.id, v.remote, cerr)
+			}
+			v.connFrame(kind, v.remoteVI, v.remoteConnID)
+			retry = min(2*retry, 200*time.Millisecond)
+			p.mu.Unlock()
+		default:
+			cause := v.err
+			switch {
+			case v.state == closedVI:
+				cause = ErrClosed
+			case v.rejected:
+				cause = ErrRejected
+			case cause == nil:
+				cause = ErrState
+			}
+			p.mu.Unlock()
+			return fmt.Errorf("vi %d: connect to %v: %w", v.id, v.remote, cause)
+		}
+	}
+}
+
+// ConnectWait waits for a connection request to discriminator on this
+// provider (VipConnectWait) until ctx ends.
+func (p *Provider) ConnectWait(ctx context.Context, discriminator uint64) (*ConnRequest, error) {
+	var r *ConnRequest
+	err := p.wait(ctx, p.connWake, func() bool {
+		for i, q := range p.connReqs {
+			if q.remote.Discriminator == discriminator {
+				r = q
+				p.connReqs = append(p.connReqs[:i], p.connReqs[i+1:]...)
+				if len(p.connReqs) > 0 {
+					signal(p.connWake) // others may be waiting for the rest
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vi: connect wait %d: %w", discriminator, err)
+	}
+	return r, nil
+}
+
+// Accept connects v, which must be Idle and have the requested reliability
+// level, to the requesting VI (VipConnectAccept). On ErrAttributes the
+// request is still open: Reject it or Accept with another VI.
+func (r *ConnRequest) Accept(v *VI) error {
+	p := r.p
+	if v.p != p {
+		return fmt.Errorf("vi %d: accept: %w: VI of another provider", v.id, ErrState)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("vi %d: accept: %w", v.id, ErrClosed)
+	}
+	if r.handled {
+		return fmt.Errorf("vi %d: accept: %w: request already answered", v.id, ErrState)
+	}
+	if v.state != Idle {
+		return fmt.Errorf("vi %d: accept: %w: %v", v.id, ErrState, v.state)
+	}
+	if v.attrs.Reliability != r.attrs.Reliability {
+		return fmt.Errorf("vi %d: accept: %w: reliability %v, requested %v", v.id, ErrAttributes, v.attrs.Reliability, r.attrs.Reliability)
+	}
+	r.handled = true
+	v.begin(modeServer, r.remote, r.remoteMAC)
+	v.advCredit = v.recvMsn + uint32(v.rq.Back()-v.rqNext)
+	if err := v.establish(p.now(), r.remoteVI, r.remoteConnID, r.peerISN, r.peerCredit, r.peerWindow); err != nil {
+		v.state, v.mode = Idle, modeNone
+		return err
+	}
+	v.connFrame(reliability.KindConnAccept, r.remoteVI, r.remoteConnID)
+	return nil
+}
+
+// Reject refuses the request (VipConnectReject).
+func (r *ConnRequest) Reject() error {
+	p := r.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.handled {
+		return fmt.Errorf("vi: reject: %w: request already answered", ErrState)
+	}
+	r.handled = true
+	if !p.closed {
+		p.rejectFrame(r.remoteMAC, r.remoteVI, r.remoteConnID)
+	}
+	return nil
+}
+
+// onConnReq records a client's request, or answers a repeated one.
+func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
+	for _, v := range p.vis {
+		if v != nil && v.mode == modeServer && v.conn != nil && v.remoteMAC == h.Src && v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm {
+			v.connFrame(reliability.KindConnAccept, v.remoteVI, v.remoteConnID) // our Accept was lost
+			return
+		}
+	}
+	keep := p.connReqs[:0]
+	for _, q := range p.connReqs {
+		if now-q.at < reliability.Time(p.opts.PeerTimeout) {
+			keep = append(keep, q)
+		}
+	}
+	clear(p.connReqs[len(keep):])
+	p.connReqs = keep
+	for _, q := range p.connReqs {
+		if q.remoteMAC == h.Src && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
+			q.at = now
+			return
+		}
+	}
+	if len(p.connReqs) >= maxConnReqs || h.Imm == 0 {
+		return
+	}
+	p.connReqs = append(p.connReqs, &ConnRequest{p: p,
+		remote:    Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Discriminator: h.RAddr},
+		remoteMAC: h.Src, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
+		peerWindow: int(h.Offset), attrs: remoteAttrs(h), at: now})
+	signal(p.connWake)
+}
+
+// onPeerReq matches a peer's request with our pending peer VI, or answers
+// a repeated one.
+func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
+	if h.Imm == 0 {
+		return
+	}
+	for _, v := range p.vis {
+		if v == nil || v.mode != modePeer || v.remoteMAC != h.Src || v.remote.Discriminator != h.RAddr {
+			continue
+		}
+		switch v.state {
+		case Pending:
+			if remoteAttrs(h).Reliability != v.attrs.Reliability {
+				p.rejectFrame(h.Src, h.SrcVI, h.Imm)
+				return
+			}
+			if err := v.establish(now, h.SrcVI, h.Imm, h.Seq, h.Credit, int(h.Offset)); err != nil {
+				return
+			}
+			v.connFrame(reliability.KindPeerReq, h.SrcVI, h.Imm)
+		case Connected, Error:
+			if v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm && h.ConnID != v.localConnID {
+				v.connFrame(reliability.KindPeerReq, h.SrcVI, h.Imm) // our answer was lost
+			}
+		}
+		return
+	}
+}
+
+// onConnReply handles an Accept or Reject sent to v.
+func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
+	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) && h.ConnID == v.localConnID && h.Src == v.remoteMAC {
+		if h.Kind == reliability.KindConnReject {
+			v.state, v.mode, v.rejected = Idle, modeNone, true
+			signal(v.stateWake)
+			return
+		}
+		if v.mode == modeClient {
+			_ = v.establish(now, h.SrcVI, h.Imm, h.Seq, h.Credit, int(h.Offset))
+		}
+		return
+	}
+	if h.Kind == reliability.KindConnAccept {
+		if v.conn != nil && h.Src == v.remoteMAC && h.SrcVI == v.remoteVI && h.Imm == v.remoteConnID {
+			return // a repeated Accept of our connection
+		}
+		v.p.noConnection(now, h, v)
+	}
+}

@@ -1,0 +1,138 @@
+package vi
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Completion names a work queue on which a descriptor completed. Fetch the
+// descriptor with VI.SendDone or VI.RecvDone.
+type Completion struct {
+	VI   *VI
+	Recv bool // the receive queue; false: the send queue
+}
+
+// CQ is a completion queue: it merges the completions of the work queues
+// attached to it, in the order they completed. It is safe for concurrent
+// use.
+type CQ struct {
+	p        *Provider
+	ring     []Completion
+	head, n  int
+	reserved int // queue slots of attached work queues
+	closed   bool
+	wake     chan struct{}
+}
+
+// NewCQ creates a completion queue of the given depth. Every work queue
+// attached to it reserves its queue depth, so the CQ can never overflow.
+func (p *Provider) NewCQ(depth int) (*CQ, error) {
+	if depth <= 0 {
+		return nil, fmt.Errorf("%w: depth %d", ErrCQ, depth)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	return &CQ{p: p, ring: make([]Completion, depth), wake: make(chan struct{}, 1)}, nil
+}
+
+// Depth is the CQ's capacity.
+func (cq *CQ) Depth() int { return len(cq.ring) }
+
+// reserve attaches a work queue of depth slots. p.mu is held.
+func (cq *CQ) reserve(depth int) error {
+	if cq.closed {
+		return fmt.Errorf("%w: closed", ErrCQ)
+	}
+	if cq.reserved+depth > len(cq.ring) {
+		return fmt.Errorf("%w: depth %d cannot hold %d more queue entries (%d reserved)", ErrCQ, len(cq.ring), depth, cq.reserved)
+	}
+	cq.reserved += depth
+	return nil
+}
+
+// push adds a completion. p.mu is held.
+func (cq *CQ) push(v *VI, recv bool) {
+	if cq.n == len(cq.ring) {
+		return // cannot happen: reservations bound the entries
+	}
+	cq.ring[(cq.head+cq.n)%len(cq.ring)] = Completion{VI: v, Recv: recv}
+	cq.n++
+	signal(cq.wake)
+}
+
+func (cq *CQ) popLocked() (Completion, bool) {
+	if cq.n == 0 {
+		return Completion{}, false
+	}
+	c := cq.ring[cq.head]
+	cq.ring[cq.head] = Completion{}
+	cq.head = (cq.head + 1) % len(cq.ring)
+	cq.n--
+	return c, true
+}
+
+// Done returns the oldest completion, if any, after making progress. It
+// never blocks.
+func (cq *CQ) Done() (Completion, bool) {
+	p := cq.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := cq.popLocked(); ok {
+		return c, true
+	}
+	if p.closed {
+		return Completion{}, false
+	}
+	p.pollLocked()
+	return cq.popLocked()
+}
+
+// Wait returns the oldest completion, waiting for one until ctx ends.
+func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
+	var c Completion
+	var ok bool
+	err := cq.p.wait(ctx, cq.wake, func() bool {
+		c, ok = cq.popLocked()
+		return ok || cq.closed
+	})
+	if err != nil {
+		return Completion{}, fmt.Errorf("vi: cq wait: %w", err)
+	}
+	if !ok {
+		return Completion{}, fmt.Errorf("vi: cq wait: %w", ErrClosed)
+	}
+	return c, nil
+}
+
+// Close destroys the CQ. It fails while work queues are attached.
+func (cq *CQ) Close() error {
+	p := cq.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cq.reserved > 0 {
+		return fmt.Errorf("%w: %d queue entries still attached", ErrCQ, cq.reserved)
+	}
+	cq.closed = true
+	signal(cq.wake)
+	return nil
+}
+
+// signal wakes one waiter on c without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// timeUntil converts a provider time to a duration from now, at least zero.
+func timeUntil(t, now int64) time.Duration {
+	if t <= now {
+		return 0
+	}
+	return time.Duration(t - now)
+}

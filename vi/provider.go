@@ -1,0 +1,584 @@
+// Package vi is Ethervia's VI provider: the VI Architecture's programming
+// model (VIs with send and receive work queues, completion queues,
+// client/server and peer-to-peer connections, registered memory, RDMA) on
+// a raw-Ethernet nic.Device, with the three VIA reliability levels.
+//
+// A Provider is one opened device. VIs are created on it, connected to VIs
+// on other providers, and fed descriptors (package descriptors) with
+// PostSend and PostRecv. Descriptors complete in FIFO order per queue;
+// consumers poll (SendDone, RecvDone, CQ.Done) or block (SendWait,
+// RecvWait, CQ.Wait).
+//
+// Progress is made by the callers of Done and Wait: each call receives a
+// batch of frames from the device, processes it and sends what is due.
+// Wait spins for Options.SpinTime, then blocks on the device's readiness
+// with a deadline at the next timer. One background goroutine per provider
+// runs the timers (retransmission, delayed acknowledgement, keepalive) and
+// makes progress while nobody polls. Posting, fragmenting, receiving and
+// completing allocate nothing.
+//
+// All types are safe for concurrent use. A provider serialises its work
+// under one lock, which is also what keeps the device's one-sender,
+// one-receiver rule.
+package vi
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/reliability"
+)
+
+const never = reliability.Time(math.MaxInt64)
+
+// Provider is an opened NIC (VipOpenNic): it owns the VIs, CQs, protection
+// tags and memory registrations made on it.
+type Provider struct {
+	dev      nic.Device
+	opts     Options
+	mac      [6]byte
+	mtu      int
+	frameCap int
+	payload  int // payload bytes per frame
+	epoch    time.Time
+
+	mu           sync.Mutex // guards everything below, and device Send/Recv
+	closed       bool
+	devErr       error
+	vis          []*VI // by VI number; 0 is the provider itself
+	freeIDs      []uint16
+	dirty        []*VI
+	nextDeadline reliability.Time
+	rxBufs       [][]byte
+	rxLens       []int
+	tx           [][]byte
+	mgmt         [][]byte // buffers for connection management frames
+	mgmtN        int
+	mem          memTable
+	rng          *rand.Rand
+	connReqs     []*ConnRequest
+	connWake     chan struct{}
+	lastNoConn   reliability.Time
+	stats        Stats
+
+	pollMu     sync.Mutex // the poll token: its holder may block in dev.Wait
+	spinners   atomic.Int32
+	lastActive atomic.Int64 // when a caller last stopped polling
+	done       chan struct{}
+	bgDone     chan struct{}
+	timerMu    sync.Mutex
+	timers     []*time.Timer // idle timers of blocked waiters, kept for reuse
+}
+
+// Stats count what a provider did.
+type Stats struct {
+	FramesIn, FramesOut uint64
+	BadFrames           uint64 // failed Parse: short, bad CRC, unknown kind
+	Strays              uint64 // valid frames that match no connection
+	SendErrors          uint64 // frames the device refused
+	RecvErrors          uint64 // device receive calls that failed (not closed)
+}
+
+// Open opens a provider over dev. The provider does not own dev: close the
+// provider before the device.
+func Open(dev nic.Device, opts Options) (*Provider, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	mac, ok := nic.MAC(dev.HardwareAddr())
+	if !ok {
+		return nil, fmt.Errorf("vi: device address %v is not a MAC-48", dev.HardwareAddr())
+	}
+	mtu := dev.MTU()
+	payload := mtu + nic.EthHeaderLen - reliability.HeaderLen
+	if payload < 64 {
+		return nil, fmt.Errorf("vi: MTU %d too small", mtu)
+	}
+	if payload > 65535 {
+		payload = 65535
+	}
+	batch := o.BatchSize
+	if batch <= 0 {
+		batch = dev.BatchSize()
+	}
+	if batch <= 0 {
+		batch = 32
+	}
+	var seed [32]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("vi: seed: %w", err)
+	}
+	p := &Provider{
+		dev:          dev,
+		opts:         o,
+		mac:          mac,
+		mtu:          mtu,
+		frameCap:     nic.FrameCap(mtu),
+		payload:      payload,
+		epoch:        time.Now(),
+		vis:          make([]*VI, 1, 16),
+		nextDeadline: never,
+		rxBufs:       make([][]byte, batch),
+		rxLens:       make([]int, batch),
+		tx:           make([][]byte, 0, batch),
+		mgmt:         make([][]byte, 16),
+		rng:          rand.New(rand.NewChaCha8(seed)),
+		connWake:     make(chan struct{}, 1),
+		done:         make(chan struct{}),
+		bgDone:       make(chan struct{}),
+	}
+	for i := range p.rxBufs {
+		p.rxBufs[i] = make([]byte, p.frameCap)
+	}
+	for i := range p.mgmt {
+		p.mgmt[i] = make([]byte, reliability.HeaderLen)
+	}
+	go p.background()
+	return p, nil
+}
+
+// Attributes returns the provider's attributes (VipQueryNic).
+func (p *Provider) Attributes() ProviderAttributes {
+	return ProviderAttributes{
+		HardwareAddr: append([]byte(nil), p.mac[:]...),
+		MTU:          p.mtu,
+		MaxPayload:   p.payload,
+		MaxTransfer:  p.opts.MaxTransfer,
+		QueueDepth:   p.opts.QueueDepth,
+		MaxSegments:  p.opts.MaxSegments,
+		MaxVIs:       p.opts.MaxVIs,
+		Reliability:  Unreliable | ReliableDelivery | ReliableReception,
+		RDMAWrite:    true,
+		RDMARead:     true,
+	}
+}
+
+// Stats returns the provider's counters.
+func (p *Provider) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Close disconnects and destroys every VI, wakes every waiter and stops the
+// background goroutine. It does not close the device. It is idempotent.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	now := p.now()
+	for _, v := range p.vis {
+		if v != nil {
+			v.closeLocked(now, reliability.ReasonClosed)
+		}
+	}
+	p.sendTx()
+	p.closed = true
+	close(p.done)
+	signal(p.connWake)
+	p.mu.Unlock()
+	<-p.bgDone
+	return nil
+}
+
+func (p *Provider) now() reliability.Time { return reliability.Time(time.Since(p.epoch)) + 1 }
+
+func (p *Provider) wallClock(t reliability.Time) time.Time { return p.epoch.Add(time.Duration(t - 1)) }
+
+// ---- progress ----
+
+// progressLocked receives what is waiting, processes it, runs due timers
+// and sends what is due. p.mu is held.
+func (p *Provider) progressLocked() {
+	if p.closed || p.devErr != nil {
+		return
+	}
+	now := p.now()
+	for round := 0; round < 4; round++ {
+		n, err := p.dev.Recv(p.rxBufs, p.rxLens)
+		if err != nil {
+			if errors.Is(err, nic.ErrClosed) {
+				p.deviceFailed(now, err)
+				return
+			}
+			p.stats.RecvErrors++ // transient: lost frames are repaired
+		}
+		for i := 0; i < n; i++ {
+			p.stats.FramesIn++
+			p.input(now, p.rxBufs[i][:p.rxLens[i]])
+		}
+		if n < len(p.rxBufs) {
+			break
+		}
+		p.flush(now) // acknowledge and refill windows between batches
+	}
+	if now >= p.nextDeadline {
+		p.runTimers(now)
+	}
+	p.flush(now)
+}
+
+// pollLocked is progress made by a consumer's Done call; it tells the
+// background goroutine that someone polls.
+func (p *Provider) pollLocked() {
+	p.lastActive.Store(int64(p.now()))
+	p.progressLocked()
+}
+
+// markDirty queues v for service in the next flush.
+func (p *Provider) markDirty(v *VI) {
+	if !v.dirty {
+		v.dirty = true
+		p.dirty = append(p.dirty, v)
+	}
+}
+
+// flush services every dirty VI and sends the batch.
+func (p *Provider) flush(now reliability.Time) {
+	for i := 0; i < len(p.dirty); i++ {
+		v := p.dirty[i]
+		v.dirty = false
+		p.service(v, now)
+	}
+	clear(p.dirty)
+	p.dirty = p.dirty[:0]
+	p.sendTx()
+}
+
+// runTimers services every VI whose deadline has passed and recomputes the
+// next deadline.
+func (p *Provider) runTimers(now reliability.Time) {
+	next := never
+	for _, v := range p.vis {
+		if v == nil || v.conn == nil {
+			continue
+		}
+		d := v.conn.Deadline()
+		if d != 0 && d <= now {
+			p.service(v, now)
+			d = 0
+			if v.conn != nil {
+				d = v.conn.Deadline()
+			}
+		}
+		if d != 0 && d < next {
+			next = d
+		}
+	}
+	p.nextDeadline = next
+}
+
+func (p *Provider) noteDeadline(d reliability.Time) {
+	if d != 0 && d < p.nextDeadline {
+		p.nextDeadline = d
+	}
+}
+
+// sendTx sends the transmit batch.
+func (p *Provider) sendTx() {
+	if len(p.tx) == 0 {
+		return
+	}
+	if p.devErr == nil {
+		n, err := p.dev.Send(p.tx)
+		p.stats.FramesOut += uint64(n)
+		if err != nil {
+			p.stats.SendErrors += uint64(len(p.tx) - n)
+			if errors.Is(err, nic.ErrClosed) {
+				p.deviceFailed(p.now(), err)
+			}
+		}
+	}
+	clear(p.tx)
+	p.tx = p.tx[:0]
+	p.mgmtN = 0
+}
+
+// appendTx queues a frame, sending the batch first when it is full.
+func (p *Provider) appendTx(f []byte) {
+	if len(p.tx) == cap(p.tx) {
+		p.sendTx()
+	}
+	p.tx = append(p.tx, f)
+}
+
+// mgmtBuf returns a buffer for a connection management frame; they are
+// recycled when the batch is sent.
+func (p *Provider) mgmtBuf() []byte {
+	if p.mgmtN == len(p.mgmt) {
+		p.sendTx()
+	}
+	b := p.mgmt[p.mgmtN]
+	p.mgmtN++
+	return b
+}
+
+// deviceFailed breaks every connection when the device is gone.
+func (p *Provider) deviceFailed(now reliability.Time, err error) {
+	if p.devErr != nil {
+		return
+	}
+	p.devErr = err
+	for _, v := range p.vis {
+		if v != nil && (v.state == Connected || v.state == Pending) {
+			v.fail(now, failure{cause: fmt.Errorf("device: %w", err), reason: reliability.ReasonTransport,
+				firstStatus: descriptors.StatusTransport})
+		}
+	}
+	clear(p.tx)
+	p.tx = p.tx[:0]
+}
+
+// input demultiplexes one received frame.
+func (p *Provider) input(now reliability.Time, frame []byte) {
+	var h reliability.Header
+	if err := reliability.Parse(frame, &h); err != nil {
+		p.stats.BadFrames++
+		return
+	}
+	if h.Dst != p.mac || h.JobKey != p.opts.JobKey || h.EtherType != p.opts.EtherType {
+		p.stats.Strays++
+		return
+	}
+	switch h.Kind {
+	case reliability.KindConnReq:
+		p.onConnReq(now, &h)
+		return
+	case reliability.KindPeerReq:
+		p.onPeerReq(now, &h)
+		return
+	}
+	var v *VI
+	if int(h.DstVI) < len(p.vis) && h.DstVI != 0 {
+		v = p.vis[h.DstVI]
+	}
+	if v == nil {
+		p.stats.Strays++
+		return
+	}
+	switch h.Kind {
+	case reliability.KindConnAccept, reliability.KindConnReject:
+		v.onConnReply(now, &h)
+		return
+	}
+	if v.conn == nil || h.Src != v.remoteMAC || h.SrcVI != v.remoteVI || h.ConnID != v.localConnID {
+		p.stats.Strays++
+		p.noConnection(now, &h, v)
+		return
+	}
+	v.onFrame(now, &h, frame)
+}
+
+// noConnection answers a frame that matches no connection with a
+// Disconnect when it can name the sender's connection, at most once a
+// millisecond, so a peer that lost us learns it before its peer timeout:
+// an Accept for a request we gave up on carries the acceptor's nonce, and a
+// frame of the VI's previous connection matches what the VI remembers.
+func (p *Provider) noConnection(now reliability.Time, h *reliability.Header, v *VI) {
+	if v == nil || h.Kind == reliability.KindDisconnect || h.Kind == reliability.KindConnReject ||
+		now-p.lastNoConn < reliability.Time(time.Millisecond) {
+		return
+	}
+	r := reliability.Header{Dst: h.Src, Src: p.mac, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+		Kind: reliability.KindDisconnect, DstVI: h.SrcVI, SrcVI: h.DstVI, Msg: uint32(reliability.ReasonNoConnection)}
+	switch {
+	case h.Kind == reliability.KindConnAccept:
+		r.ConnID = h.Imm
+	case v.prev.remoteConnID != 0 && h.Src == v.prev.remoteMAC && h.SrcVI == v.prev.remoteVI && h.ConnID == v.prev.localConnID:
+		r.ConnID = v.prev.remoteConnID
+		r.Msg = uint32(v.prev.reason)
+	default:
+		return
+	}
+	p.lastNoConn = now
+	b := p.mgmtBuf()
+	reliability.Put(b, &r)
+	p.appendTx(b)
+}
+
+// ---- waiting ----
+
+// wait returns once ready (called with p.mu held) reports true, driving
+// progress meanwhile: it spins for SpinTime, then blocks on the device (if
+// it can take the poll token) or on wake, never past the next timer.
+func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bool) error {
+	spinning := false
+	var spinUntil reliability.Time
+	defer func() {
+		if spinning {
+			p.stopSpin()
+		}
+	}()
+	for {
+		p.mu.Lock()
+		if ready() {
+			p.mu.Unlock()
+			return nil
+		}
+		if p.closed {
+			p.mu.Unlock()
+			return ErrClosed
+		}
+		p.progressLocked()
+		if ready() {
+			p.mu.Unlock()
+			return nil
+		}
+		next := p.nextDeadline
+		p.mu.Unlock()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		now := p.now()
+		if p.opts.SpinTime > 0 {
+			if spinUntil == 0 {
+				spinUntil = now.Add(p.opts.SpinTime)
+				spinning = true
+				p.spinners.Add(1)
+			}
+			if now < spinUntil {
+				continue
+			}
+		}
+		if spinning {
+			spinning = false
+			p.stopSpin()
+		}
+		dl := min(next, now.Add(p.opts.MaxBlock))
+		if d, ok := ctx.Deadline(); ok {
+			if c := reliability.Time(d.Sub(p.epoch)) + 1; c < dl {
+				dl = c
+			}
+		}
+		if p.pollMu.TryLock() {
+			err := p.dev.Wait(p.wallClock(dl))
+			p.pollMu.Unlock()
+			if err != nil && errors.Is(err, nic.ErrClosed) {
+				p.mu.Lock()
+				p.deviceFailed(p.now(), err)
+				p.mu.Unlock()
+			}
+		} else {
+			t := p.getTimer()
+			t.Reset(timeUntil(int64(dl), int64(now)))
+			select {
+			case <-wake:
+			case <-ctx.Done():
+			case <-t.C:
+			case <-p.done:
+			}
+			t.Stop()
+			p.putTimer(t)
+		}
+		spinUntil = 0
+	}
+}
+
+// getTimer returns an idle timer; they are kept for reuse, so a waiter
+// blocks without allocating once as many timers exist as waiters block at
+// once.
+func (p *Provider) getTimer() *time.Timer {
+	p.timerMu.Lock()
+	defer p.timerMu.Unlock()
+	if n := len(p.timers); n > 0 {
+		t := p.timers[n-1]
+		p.timers = p.timers[:n-1]
+		return t
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+func (p *Provider) putTimer(t *time.Timer) {
+	p.timerMu.Lock()
+	p.timers = append(p.timers, t)
+	p.timerMu.Unlock()
+}
+
+func (p *Provider) stopSpin() {
+	p.lastActive.Store(int64(p.now()))
+	p.spinners.Add(-1)
+}
+
+// background runs timers and progress while nobody polls. While callers
+// poll, or have polled within MaxBlock, it leaves the device to them and
+// only keeps the timers: waking it for every frame would take a CPU from
+// the pollers.
+func (p *Provider) background() {
+	defer close(p.bgDone)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		now := p.now()
+		if last := reliability.Time(p.lastActive.Load()); p.spinners.Load() > 0 || now-last < reliability.Time(p.opts.MaxBlock) {
+			p.mu.Lock()
+			next := p.nextDeadline
+			p.mu.Unlock()
+			t.Reset(min(timeUntil(int64(next), int64(now)), p.opts.MaxBlock))
+			select {
+			case <-t.C:
+			case <-p.done:
+				return
+			}
+			p.mu.Lock()
+			if p.now() >= p.nextDeadline {
+				p.progressLocked()
+			}
+			p.mu.Unlock()
+			continue
+		}
+		p.pollMu.Lock()
+		p.mu.Lock()
+		p.progressLocked()
+		next := p.nextDeadline
+		failed := p.devErr != nil || p.closed
+		p.mu.Unlock()
+		if failed {
+			p.pollMu.Unlock()
+			t.Reset(p.opts.MaxBlock)
+			select {
+			case <-p.done:
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		dl := min(next, p.now().Add(4*p.opts.MaxBlock))
+		if err := p.dev.Wait(p.wallClock(dl)); err != nil && errors.Is(err, nic.ErrClosed) {
+			p.mu.Lock()
+			p.deviceFailed(p.now(), err)
+			p.mu.Unlock()
+		}
+		p.pollMu.Unlock()
+		p.mu.Lock()
+		p.progressLocked()
+		p.mu.Unlock()
+	}
+}
+
+// nonce returns a random nonzero 32-bit value. p.mu is held.
+func (p *Provider) nonce() uint32 {
+	for {
+		if n := p.rng.Uint32(); n != 0 {
+			return n
+		}
+	}
+}

@@ -1,0 +1,287 @@
+package vi
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/reliability"
+)
+
+var (
+	errProtocol   = errors.New("peer broke the protocol")
+	errNoDesc     = errors.New("message without a receive descriptor")
+	errRemoteProt = errors.New("peer's RDMA access refused")
+)
+
+// onFrame handles a frame of v's current connection. p.mu is held.
+func (v *VI) onFrame(now reliability.Time, h *reliability.Header, frame []byte) {
+	c := v.conn
+	verdict := c.Input(now, h)
+	if verdict&reliability.Acked != 0 && v.attrs.Reliability == ReliableReception && v.state == Connected {
+		v.ackedSends()
+	}
+	if verdict&reliability.Closed != 0 {
+		v.remoteClosed(now)
+		return
+	}
+	if verdict&reliability.Accept != 0 && v.state == Connected {
+		if v.place(now, h, frame[reliability.HeaderLen:reliability.HeaderLen+h.Length]) {
+			c.Deliver(now, h)
+			v.drain(now)
+		}
+	}
+	v.p.markDirty(v)
+}
+
+// protocolError breaks the connection over a frame that cannot be right.
+func (v *VI) protocolError(now reliability.Time, h *reliability.Header, reason reliability.Reason, cause error) {
+	v.fail(now, failure{cause: fmt.Errorf("%w: %v frame %d", cause, h.Kind, h.Seq), reason: reason,
+		seq: h.Seq, hasSeq: true, firstStatus: descriptors.StatusTransport})
+}
+
+// recvPos maps a message number to its receive position.
+func (v *VI) recvPos(msn uint32) (uint64, bool) {
+	k := uint64(msn - v.recvMsn)
+	if k >= v.rq.Back()-v.rqNext {
+		return 0, false
+	}
+	return v.rqNext + k, true
+}
+
+// place puts a new frame's payload where it belongs. It returns false when
+// the frame was refused (the connection may have broken).
+func (v *VI) place(now reliability.Time, h *reliability.Header, payload []byte) bool {
+	reliable := v.attrs.Reliability.Reliable()
+	switch h.Kind {
+	case reliability.KindData:
+		if !reliable {
+			return v.placeUnreliable(now, h, payload, false)
+		}
+		return v.placeMessage(now, h, payload, false)
+
+	case reliability.KindWrite:
+		dst, ok := v.p.mem.remote(h.RKey, v.attrs.PTag, AccessRDMAWrite, h.RAddr, len(payload))
+		if !ok || !v.attrs.EnableRDMAWrite {
+			if reliable {
+				v.protocolError(now, h, reliability.ReasonRDMAProtection, errRemoteProt)
+			}
+			return false
+		}
+		if h.Flags&reliability.FlagImm != 0 {
+			var ok bool
+			if reliable {
+				ok = v.placeMessage(now, h, payload, true)
+			} else {
+				ok = v.placeUnreliable(now, h, payload, true)
+			}
+			if !ok {
+				return false
+			}
+		}
+		copy(dst, payload)
+		return true
+
+	case reliability.KindReadReq:
+		if !reliable {
+			return false
+		}
+		src, ok := v.p.mem.remote(h.RKey, v.attrs.PTag, AccessRDMARead, h.RAddr, int(h.MsgLen))
+		if !ok || !v.attrs.EnableRDMARead {
+			v.protocolError(now, h, reliability.ReasonRDMAProtection, errRemoteProt)
+			return false
+		}
+		for i := range v.jobs {
+			if !v.jobs[i].used {
+				v.jobs[i] = readJob{used: true, seq: h.Seq, id: h.Msg, src: src}
+				return true
+			}
+		}
+		v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
+		return false
+
+	case reliability.KindReadResp:
+		pos, ok := v.readPos(h.Msg)
+		if !ok {
+			v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
+			return false
+		}
+		st := &v.ss[v.sq.Slot(pos)]
+		if int(h.MsgLen) != st.total || uint64(h.Offset)+uint64(len(payload)) > uint64(st.total) {
+			v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
+			return false
+		}
+		scatter(v.sq.At(pos).Segments, int(h.Offset), payload)
+		return true
+	}
+	return false
+}
+
+// readPos finds our outstanding RDMA read with the given id.
+func (v *VI) readPos(id uint32) (uint64, bool) {
+	for pos := v.sqReap; pos < v.sqStart; pos++ {
+		if uint32(pos) != id {
+			continue
+		}
+		st := &v.ss[v.sq.Slot(pos)]
+		if st.done || v.sq.At(pos).Control.Op != descriptors.OpRDMARead {
+			return 0, false
+		}
+		return pos, true
+	}
+	return 0, false
+}
+
+// placeMessage places a fragment of a send (or notes an RDMA write with
+// immediate data) in the receive descriptor its message number names.
+// Reliable levels only.
+func (v *VI) placeMessage(now reliability.Time, h *reliability.Header, payload []byte, write bool) bool {
+	pos, ok := v.recvPos(h.Msg)
+	if !ok {
+		v.protocolError(now, h, reliability.ReasonNoDescriptor, errNoDesc)
+		return false
+	}
+	st := &v.rs[v.rq.Slot(pos)]
+	if !st.started {
+		st.started, st.write, st.msgLen = true, write, h.MsgLen
+		// A message too long for the descriptor fails when it completes,
+		// in order, so earlier messages still arrive.
+		st.lenErr = !write && int(h.MsgLen) > st.capacity
+	} else if st.msgLen != h.MsgLen || st.write != write {
+		v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
+		return false
+	}
+	if uint64(h.Offset)+uint64(len(payload)) > uint64(h.MsgLen) {
+		v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
+		return false
+	}
+	if h.Flags&reliability.FlagFirst != 0 {
+		st.firstSeq, st.hasFirst = h.Seq, true
+	}
+	if h.Flags&reliability.FlagImm != 0 {
+		st.imm, st.hasImm = h.Imm, true
+	}
+	if !st.lenErr && !write {
+		scatter(v.rq.At(pos).Segments, int(h.Offset), payload)
+	}
+	return true
+}
+
+// drain handles the messages the connection completed in order.
+func (v *VI) drain(now reliability.Time) {
+	c := v.conn
+	for v.state == Connected {
+		x, ok := c.NextCompletion()
+		if !ok {
+			return
+		}
+		switch x.Kind {
+		case reliability.KindData, reliability.KindWrite:
+			if x.Kind == reliability.KindWrite && x.Flags&reliability.FlagImm == 0 {
+				continue
+			}
+			if x.Aux != v.recvMsn || v.rqNext >= v.rq.Back() {
+				v.protocolError(now, &reliability.Header{Kind: x.Kind, Seq: x.Seq}, reliability.ReasonProtocol, errProtocol)
+				return
+			}
+			st := &v.rs[v.rq.Slot(v.rqNext)]
+			if st.lenErr {
+				seq := x.Seq
+				if st.hasFirst {
+					seq = st.firstSeq
+				}
+				v.fail(now, failure{
+					cause:  fmt.Errorf("%w: message of %d bytes for a %d-byte receive", descriptors.ErrLength, st.msgLen, st.capacity),
+					reason: reliability.ReasonLength, seq: seq, hasSeq: true,
+					recvStatus: descriptors.StatusLength,
+				})
+				return
+			}
+			v.completeRecv(0)
+			v.recvMsn++
+		case reliability.KindReadReq:
+			for i := range v.jobs {
+				j := &v.jobs[i]
+				if j.used && !j.ready && j.seq == x.Seq {
+					j.ready = true
+					v.ready[(v.readyHead+v.readyN)%maxReads] = int8(i)
+					v.readyN++
+					break
+				}
+			}
+		case reliability.KindReadResp:
+			if pos, ok := v.readPos(x.Aux); ok {
+				v.completeSend(pos, 0)
+				v.readsOut--
+				v.publishSend()
+			}
+		}
+	}
+}
+
+// placeUnreliable reassembles messages of an unreliable VI: one message at
+// a time in the receive at rqNext; a newer message abandons an incomplete
+// one, whose descriptor is reused.
+func (v *VI) placeUnreliable(now reliability.Time, h *reliability.Header, payload []byte, write bool) bool {
+	u := &v.u
+	m := h.Msg
+	if !(u.active && m == u.msn) {
+		if u.active && msnLess(m, u.msn) || !u.active && msnLess(m, v.recvMsn) {
+			return true // an older message: already complete or abandoned
+		}
+		if u.active && !u.discard {
+			v.stats.MessagesLost++
+		}
+		u.active, u.msn, u.discard = true, m, false
+		v.recvMsn = m
+		if v.rqNext >= v.rq.Back() {
+			// The peer outran its credit; nothing to put it in.
+			v.stats.MessagesLost++
+			u.discard = true
+			v.recvMsn = m + 1
+			v.updateLimit(now)
+			return true
+		}
+		st := &v.rs[v.rq.Slot(v.rqNext)]
+		*st = recvState{capacity: st.capacity, started: true, write: write, msgLen: h.MsgLen}
+		if !write && int(h.MsgLen) > st.capacity {
+			// Unreliable: the descriptor reports the length error and the
+			// connection carries on.
+			u.discard = true
+			v.completeRecv(descriptors.StatusLength)
+			v.recvMsn = m + 1
+			v.updateLimit(now)
+			return true
+		}
+	}
+	if u.discard {
+		return true
+	}
+	st := &v.rs[v.rq.Slot(v.rqNext)]
+	if st.msgLen != h.MsgLen || st.write != write || uint64(h.Offset)+uint64(len(payload)) > uint64(h.MsgLen) {
+		return false // inconsistent: drop the frame
+	}
+	if !write {
+		scatter(v.rq.At(v.rqNext).Segments, int(h.Offset), payload)
+	}
+	if h.Flags&reliability.FlagImm != 0 {
+		st.imm, st.hasImm = h.Imm, true
+	}
+	st.got += len(payload)
+	if st.got >= int(st.msgLen) {
+		v.completeRecv(0)
+		u.active = false
+		v.recvMsn = m + 1
+		v.updateLimit(now)
+	}
+	return true
+}
+
+func msnLess(a, b uint32) bool { return int32(a-b) < 0 }
+
+// updateLimit advertises the receives posted beyond the next message.
+func (v *VI) updateLimit(now reliability.Time) {
+	if v.conn != nil {
+		v.conn.SetRecvLimit(now, v.recvMsn+uint32(v.rq.Back()-v.rqNext))
+	}
+}

@@ -1,0 +1,226 @@
+package vi
+
+import (
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/reliability"
+)
+
+// service moves v's work to the wire: it fragments posted descriptors into
+// the connection's window and appends what the connection has to send to
+// the provider's batch. p.mu is held.
+func (p *Provider) service(v *VI, now reliability.Time) {
+	c := v.conn
+	if c == nil {
+		return
+	}
+	reliable := v.attrs.Reliability.Reliable()
+	for guard := 0; guard < 1<<20; guard++ {
+		queued := v.pump(now)
+		var more bool
+		before := len(p.tx)
+		p.tx, more = c.Output(now, p.tx)
+		if len(p.tx) == cap(p.tx) || (!reliable && len(p.tx) > before) {
+			// Unreliable frames live in a small pool that the next pump
+			// reuses, so they must be on the wire first.
+			p.sendTx()
+		}
+		if c.IsClosed() && v.state == Connected {
+			// The connection gave up (peer timeout); the Disconnect
+			// frame is already in the batch.
+			v.fail(now, failure{cause: c.Err(), reason: reliability.ReasonTransport,
+				firstStatus: descriptors.StatusTransport})
+		}
+		if !queued && !more {
+			break
+		}
+		if !more && c.Room() == 0 {
+			break
+		}
+	}
+	p.noteDeadline(c.Deadline())
+}
+
+// pump fragments as much posted work as the window and the peer's credits
+// allow. It reports whether it queued any frame. p.mu is held.
+func (v *VI) pump(now reliability.Time) bool {
+	c := v.conn
+	if c == nil || c.IsClosed() || v.state != Connected {
+		return false
+	}
+	queued := v.pumpReads()
+	level := v.attrs.Reliability
+	payload := v.p.payload
+	for v.sqStart < v.sq.Back() {
+		pos := v.sqStart
+		d := v.sq.At(pos)
+		st := &v.ss[v.sq.Slot(pos)]
+		op := d.Control.Op
+		if !st.begun {
+			if c.Room() == 0 {
+				break
+			}
+			if d.Control.Fence && v.readsOut > 0 {
+				break
+			}
+			if op == descriptors.OpRDMARead && v.readsOut >= maxReads {
+				break
+			}
+			if op == descriptors.OpSend || op == descriptors.OpRDMAWrite && d.Control.Immediate {
+				if !c.CanSendMessage() {
+					c.WaitCredit(now)
+					break
+				}
+				st.msn = c.TakeMessage()
+			}
+			st.begun = true
+			st.total = d.TotalLength()
+		}
+		for !st.queued {
+			f := c.NewFrame()
+			if f == nil {
+				return queued
+			}
+			fr := reliability.Frag{Msg: st.msn, MsgLen: uint32(st.total), Offset: uint32(st.off)}
+			if st.off == 0 {
+				fr.Flags |= reliability.FlagFirst
+			}
+			switch op {
+			case descriptors.OpRDMARead:
+				fr.Kind = reliability.KindReadReq
+				fr.Msg = uint32(pos)
+				fr.RKey = uint32(d.Address.Handle)
+				fr.RAddr = d.Address.Offset
+			case descriptors.OpRDMAWrite:
+				fr.Kind = reliability.KindWrite
+				fr.Length = gather(f[reliability.HeaderLen:reliability.HeaderLen+payload], d.Segments, &st.seg, &st.segOff)
+				fr.RKey = uint32(d.Address.Handle)
+				fr.RAddr = d.Address.Offset + uint64(st.off)
+			default:
+				fr.Kind = reliability.KindData
+				fr.Length = gather(f[reliability.HeaderLen:reliability.HeaderLen+payload], d.Segments, &st.seg, &st.segOff)
+			}
+			if d.Control.Immediate && op != descriptors.OpRDMARead {
+				fr.Flags |= reliability.FlagImm
+				fr.Imm = d.Control.ImmData
+			}
+			st.off += fr.Length
+			last := st.off == st.total || op == descriptors.OpRDMARead
+			if last {
+				fr.Flags |= reliability.FlagLast
+				if level == ReliableReception {
+					fr.Flags |= reliability.FlagAckReq
+				}
+			}
+			seq := c.Queue(f, &fr)
+			queued = true
+			if fr.Flags&reliability.FlagFirst != 0 {
+				st.first = seq
+			}
+			if last {
+				st.last = seq
+				st.queued = true
+			}
+		}
+		v.sqStart++
+		switch {
+		case op == descriptors.OpRDMARead:
+			v.readsOut++
+		case level != ReliableReception:
+			// Unreliable and reliable delivery complete once the frames are
+			// handed over: the connection holds their copies.
+			v.completeSend(pos, 0)
+		}
+	}
+	if level != ReliableReception {
+		v.sqAcked = v.sqStart
+	}
+	v.publishSend()
+	return queued
+}
+
+// pumpReads queues the responses to the peer's RDMA reads, in order.
+func (v *VI) pumpReads() bool {
+	c := v.conn
+	queued := false
+	payload := v.p.payload
+	for v.readyN > 0 {
+		j := &v.jobs[v.ready[v.readyHead]]
+		for j.off < len(j.src) || !j.sentAny {
+			f := c.NewFrame()
+			if f == nil {
+				return queued
+			}
+			n := copy(f[reliability.HeaderLen:reliability.HeaderLen+payload], j.src[j.off:])
+			fr := reliability.Frag{Kind: reliability.KindReadResp, Length: n, Msg: j.id,
+				MsgLen: uint32(len(j.src)), Offset: uint32(j.off)}
+			if !j.sentAny {
+				fr.Flags |= reliability.FlagFirst
+			}
+			j.off += n
+			j.sentAny = true
+			if j.off == len(j.src) {
+				fr.Flags |= reliability.FlagLast
+			}
+			c.Queue(f, &fr)
+			queued = true
+		}
+		*j = readJob{}
+		v.readyHead = (v.readyHead + 1) % maxReads
+		v.readyN--
+	}
+	return queued
+}
+
+// ackedSends completes reliable-reception sends whose last frame the peer
+// has acknowledged, which it does only once the data is placed.
+func (v *VI) ackedSends() {
+	una := v.conn.SndUna()
+	for v.sqAcked < v.sqStart {
+		pos := v.sqAcked
+		st := &v.ss[v.sq.Slot(pos)]
+		if st.done || v.sq.At(pos).Control.Op == descriptors.OpRDMARead {
+			v.sqAcked++
+			continue
+		}
+		if !st.last.Less(una) {
+			break
+		}
+		v.completeSend(pos, 0)
+		v.sqAcked++
+	}
+	v.publishSend()
+}
+
+// gather copies from the scatter/gather list, starting at segment *seg
+// offset *off, into dst and advances the cursor.
+func gather(dst []byte, segs []descriptors.Segment, seg, off *int) int {
+	n := 0
+	for n < len(dst) && *seg < len(segs) {
+		b := segs[*seg].Buf
+		k := copy(dst[n:], b[*off:])
+		n += k
+		*off += k
+		if *off == len(b) {
+			*seg++
+			*off = 0
+		}
+	}
+	return n
+}
+
+// scatter copies src into the scatter/gather list at byte offset off.
+func scatter(segs []descriptors.Segment, off int, src []byte) {
+	for i := range segs {
+		if len(src) == 0 {
+			return
+		}
+		b := segs[i].Buf
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		k := copy(b[off:], src)
+		src = src[k:]
+		off = 0
+	}
+}
