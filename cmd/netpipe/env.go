@@ -52,6 +52,7 @@ func memEnv(o *options, mod netpipe.Module) (*environment, error) {
 		env.mtu = 1500
 	}
 	tx, rx := o.endpoint(netpipe.Transmitter), o.endpoint(netpipe.Receiver)
+	tx.Yield, rx.Yield = true, true
 	if !mod.Frames() {
 		env.driver = "kernel"
 		env.mtu = 65536 // loopback's

@@ -66,6 +66,11 @@ type Endpoint struct {
 	// Spin is how long a frame module polls before it blocks; negative
 	// means never spin.
 	Spin time.Duration
+	// Yield makes a spinning end call runtime.Gosched: set it when both ends
+	// share this process's Ps (-mem), where a spinner would starve the peer
+	// it just woke. Never set it for ends on locked OS threads (-local):
+	// there a yield parks the thread, and waking it costs about 30 µs.
+	Yield bool
 	// Window is the number of frames a raw sender may have in flight before
 	// the receiver returns credit; zero picks a default from the MTU.
 	Window int

@@ -63,6 +63,7 @@ type rawConn struct {
 	window    uint32
 	creditAt  uint32
 	spin      time.Duration
+	yield     bool
 	timeout   time.Duration
 	integrity bool
 	nonce     uint32
@@ -145,6 +146,7 @@ func newRawConn(ep Endpoint) (*rawConn, error) {
 		role:      ep.Role,
 		fragSize:  fragSize,
 		spin:      ep.Spin,
+		yield:     ep.Yield,
 		timeout:   ep.Timeout,
 		integrity: ep.Integrity,
 		acks:      make([]bool, L),
@@ -352,10 +354,12 @@ func (c *rawConn) exchange(ctx context.Context, out, in []byte, doSend, doRecv b
 			return c.stalled(idle)
 		}
 		if idle < c.spin {
-			// Spin, but yield: a peer in this process (memnic, or the other
-			// end of a -local run) may be the goroutine we are waiting for,
-			// readied onto this P by our own send.
-			runtime.Gosched()
+			// Spin. With Yield, let a peer in this process (memnic) run: it
+			// may be the goroutine we are waiting for, readied onto this P
+			// by our own send.
+			if c.yield {
+				runtime.Gosched()
+			}
 			continue
 		}
 		if err := ctx.Err(); err != nil {
