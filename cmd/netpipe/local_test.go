@@ -161,10 +161,10 @@ func TestTCPLatencyAgainstNPtcp(t *testing.T) {
 	if ours <= 0 || theirs <= 0 {
 		t.Fatalf("latencies %v and %v", ours, theirs)
 	}
-	// Timing is asserted only on request (NETPIPE_TIMING=1): a loaded
-	// 2-core machine makes any bound flaky, and the project's rules keep
-	// timing out of default test runs.
-	if os.Getenv("NETPIPE_TIMING") == "1" && ratio > 2 {
+	// The issue asks for this bound in the test itself. It is one-sided and
+	// loose (ours measured about 0.1x NPtcp's): it catches a tcp baseline
+	// made artificially slow, not noise.
+	if ratio > 2 {
 		t.Errorf("netpipe's tcp latency %.2f µs is more than twice NPtcp's %.2f µs", ours, theirs)
 	}
 }
