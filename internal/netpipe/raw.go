@@ -515,7 +515,7 @@ func (c *rawConn) poll() (int, error) {
 			progress += p
 		}
 	}
-	if c.drained-c.credited >= c.creditAt {
+	if c.consumed()-c.credited >= c.creditAt {
 		if err := c.credit(); err != nil {
 			return progress, err
 		}
@@ -523,7 +523,12 @@ func (c *rawConn) poll() (int, error) {
 	return progress, nil
 }
 
-// credit tells the sender how many data frames this end has drained.
+// consumed counts the data frames drained and not waiting in the stash.
+// Credit covers only these: crediting stashed frames would let a sender run
+// ahead without bound while this end is between receives.
+func (c *rawConn) consumed() uint32 { return c.drained - uint32(len(c.stash)) }
+
+// credit tells the sender how many data frames this end has consumed.
 func (c *rawConn) credit() error {
 	link := 0
 	for !c.haveDst[link] {
@@ -532,10 +537,11 @@ func (c *rawConn) credit() error {
 			return nil // no peer known yet
 		}
 	}
-	if err := c.sendCtl(link, kindCredit, c.drained, 0, 0); err != nil {
+	n := c.consumed()
+	if err := c.sendCtl(link, kindCredit, n, 0, 0); err != nil {
 		return err
 	}
-	c.credited = c.drained
+	c.credited = n
 	return nil
 }
 
