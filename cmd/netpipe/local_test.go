@@ -50,6 +50,11 @@ func TestLocalRunsEndToEnd(t *testing.T) {
 		{"-module", "tcp"},
 		{"-module", "raw", "-driver", "afpacket", "-links", "2", "-B"},
 		{"-module", "raw", "-driver", "afpacket", "-rate", "1gbit", "-s"},
+		// Unlimited streams of small messages: the sender outruns the
+		// receiver between points, which once overran its stash.
+		{"-module", "raw", "-driver", "afpacket", "-s", "-n", "3000"},
+		{"-module", "raw", "-driver", "afxdp", "-s", "-n", "3000"},
+		{"-module", "vi", "-driver", "afpacket", "-s", "-n", "3000"},
 		{"-module", "raw", "-driver", "afxdp"},
 		{"-module", "raw", "-driver", "afpacket", "-I", "-mtu", "9000"},
 	}
