@@ -16,7 +16,7 @@ go build -o "$OUT/netpipe" ./cmd/netpipe
 
 peer=$(sh "$shared/bench/tcp-baseline.sh" | tail -1)
 echo "$peer"
-np_lat=$(echo "$peer" | sed -n 's/.*latency_us=\([0-9.]*\).*/\1/p')
+np_lat=$(echo "$peer" | sed -n 's/.* MTU=[0-9]* latency_us=\([0-9.]*\).*/\1/p')
 np_peak=$(echo "$peer" | sed -n 's/.*peak_Mbps=\([0-9]*\).*/\1/p')
 mpi=$(NPOUT="$OUT/ompi.out" sh "$shared/bench/ompi-netpipe.sh" 2>/dev/null | tail -1)
 echo "$mpi"
