@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -79,6 +80,11 @@ type Stats struct {
 	Bytes   int64
 	// Refused remote accesses, by reason.
 	NoRegion, PTagMismatch, AccessDenied, OutOfBounds uint64
+}
+
+// Refused is the number of remote accesses refused, for every reason.
+func (s Stats) Refused() uint64 {
+	return s.NoRegion + s.PTagMismatch + s.AccessDenied + s.OutOfBounds
 }
 
 // Region is a registered buffer.
@@ -223,7 +229,7 @@ func (t *Table) Stats() Stats {
 }
 
 // check validates a remote access of n bytes at off; t.mu is held.
-func (t *Table) check(h Handle, tag PTag, need Access, off uint64, n int) (*Region, error) {
+func (t *Table) check(h Handle, tag PTag, need Access, off, n uint64) (*Region, error) {
 	r, ok := t.regions[h]
 	switch {
 	case !ok:
@@ -235,7 +241,7 @@ func (t *Table) check(h Handle, tag PTag, need Access, off uint64, n int) (*Regi
 	case r.access&need != need:
 		t.access.Add(1)
 		return nil, ErrAccess
-	case n < 0 || off > uint64(len(r.buf)) || uint64(n) > uint64(len(r.buf))-off:
+	case off > uint64(len(r.buf)) || n > uint64(len(r.buf))-off:
 		// Written so that off+n cannot overflow.
 		t.bounds.Add(1)
 		return nil, ErrBounds
@@ -243,10 +249,19 @@ func (t *Table) check(h Handle, tag PTag, need Access, off uint64, n int) (*Regi
 	return r, nil
 }
 
+// size converts a length that may be negative; a negative one is refused
+// as out of bounds.
+func size(n int) uint64 {
+	if n < 0 {
+		return math.MaxUint64
+	}
+	return uint64(n)
+}
+
 // Check validates a remote access without moving data, counting refusals.
 func (t *Table) Check(h Handle, tag PTag, need Access, off uint64, n int) error {
 	t.mu.RLock()
-	_, err := t.check(h, tag, need, off, n)
+	_, err := t.check(h, tag, need, off, size(n))
 	t.mu.RUnlock()
 	return err
 }
@@ -256,11 +271,32 @@ func (t *Table) Check(h Handle, tag PTag, need Access, off uint64, n int) error 
 func (t *Table) CopyIn(h Handle, tag PTag, off uint64, data []byte) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, err := t.check(h, tag, RemoteWrite, off, len(data))
+	r, err := t.check(h, tag, RemoteWrite, off, uint64(len(data)))
 	if err != nil {
 		return err
 	}
 	copy(r.buf[off:], data)
+	return nil
+}
+
+// CopyInAt is the target side of one fragment of an RDMA write that covers
+// total bytes at offset off of region h: data goes to byte at of the write.
+// It checks the whole write, not just the fragment, so that every fragment
+// of a write that is refused is refused, whichever arrives first, and none
+// of it lands. A fragment that does not lie inside its write is refused as
+// out of bounds. Like CopyIn, it writes nothing when it fails.
+func (t *Table) CopyInAt(h Handle, tag PTag, off, total, at uint64, data []byte) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, err := t.check(h, tag, RemoteWrite, off, total)
+	if err != nil {
+		return err
+	}
+	if at > total || uint64(len(data)) > total-at {
+		t.bounds.Add(1)
+		return ErrBounds
+	}
+	copy(r.buf[off+at:], data)
 	return nil
 }
 
@@ -269,7 +305,7 @@ func (t *Table) CopyIn(h Handle, tag PTag, off uint64, data []byte) error {
 func (t *Table) CopyOut(h Handle, tag PTag, off uint64, dst []byte) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, err := t.check(h, tag, RemoteRead, off, len(dst))
+	r, err := t.check(h, tag, RemoteRead, off, uint64(len(dst)))
 	if err != nil {
 		return err
 	}

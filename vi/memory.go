@@ -1,130 +1,160 @@
 package vi
 
-// This file is the provider's minimal memory registration table. It is kept
-// apart on purpose: package rdma will replace it with full memory
-// registration, and the rest of vi only uses checkLocal and remote.
+// This file is the provider's memory registration, over an rdma.Table: the
+// local checks of posted descriptors (and the region references they hold
+// while posted) and the target-side checks of remote accesses.
 
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/rdma"
 )
 
 // PTag is a protection tag. Memory and VIs carry one; a VI may only touch
-// memory registered under its own tag.
-type PTag uint32
+// memory registered under its own tag. It is rdma.PTag: the provider's
+// regions live in an rdma.Table.
+type PTag = rdma.PTag
 
-// Access is the remote access a memory region grants. Local access by VIs
-// of the same protection tag is always allowed.
-type Access uint8
+// Access is the remote access a memory region grants. It is rdma.Access.
+// Local access by VIs of the same protection tag is always allowed, as in
+// VIA: RegisterMemory adds rdma.LocalWrite to every region.
+type Access = rdma.Access
 
 // Access rights.
 const (
-	AccessRDMAWrite Access = 1 << iota // peers may RDMA-write the region
-	AccessRDMARead                     // peers may RDMA-read the region
+	AccessRDMAWrite = rdma.RemoteWrite // peers may RDMA-write the region
+	AccessRDMARead  = rdma.RemoteRead  // peers may RDMA-read the region
 )
 
 // ErrMemory means a handle names no registered region or the arguments of a
-// registration are wrong.
+// registration are wrong. Errors of a registration limit also match
+// rdma.ErrLimit, and a deregistration refused because posted descriptors
+// still use the region matches rdma.ErrInUse.
 var ErrMemory = errors.New("vi: memory registration")
-
-type region struct {
-	buf       []byte
-	base, end uintptr
-	ptag      PTag
-	access    Access
-}
-
-type memTable struct {
-	regions map[descriptors.MemHandle]*region
-	ptags   PTag // the last protection tag handed out
-}
-
-func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
 // NewPTag returns a new protection tag.
 func (p *Provider) NewPTag() PTag {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.mem.ptags++
-	return p.mem.ptags
+	p.ptags++
+	return p.ptags
 }
 
-func (m *memTable) validTag(t PTag) bool { return t != 0 && t <= m.ptags }
+// validTag reports whether t was handed out by NewPTag. p.mu is held.
+func (p *Provider) validTag(t PTag) bool { return t != 0 && t <= p.ptags }
 
-// RegisterMemory registers buf under ptag with the given remote access and
-// returns its handle, an unguessable nonzero key. The buffer must stay
-// reachable and unmoved (any Go slice does) until DeregisterMemory.
-func (p *Provider) RegisterMemory(buf []byte, ptag PTag, access Access) (descriptors.MemHandle, error) {
-	if len(buf) == 0 {
-		return 0, fmt.Errorf("%w: empty buffer", ErrMemory)
-	}
-	if access&^(AccessRDMAWrite|AccessRDMARead) != 0 {
-		return 0, fmt.Errorf("%w: unknown access %#x", ErrMemory, access)
+func (p *Provider) checkRegistration(ptag PTag, access Access) error {
+	if access&^(AccessRDMAWrite|AccessRDMARead|rdma.LocalWrite) != 0 {
+		return fmt.Errorf("%w: unknown access %#x", ErrMemory, uint8(access))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return 0, ErrClosed
+		return ErrClosed
 	}
-	if !p.mem.validTag(ptag) {
-		return 0, fmt.Errorf("%w: unknown protection tag %d", ErrMemory, ptag)
+	if !p.validTag(ptag) {
+		return fmt.Errorf("%w: unknown protection tag %d", ErrMemory, ptag)
 	}
-	if p.mem.regions == nil {
-		p.mem.regions = make(map[descriptors.MemHandle]*region)
-	}
-	var h descriptors.MemHandle
-	for h == 0 || p.mem.regions[h] != nil {
-		h = descriptors.MemHandle(p.rng.Uint32())
-	}
-	a := addr(buf)
-	p.mem.regions[h] = &region{buf: buf, base: a, end: a + uintptr(len(buf)), ptag: ptag, access: access}
-	return h, nil
-}
-
-// DeregisterMemory removes a registration. Descriptors posted over the region
-// must have completed.
-func (p *Provider) DeregisterMemory(h descriptors.MemHandle) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.mem.regions[h] == nil {
-		return fmt.Errorf("%w: unknown handle %#x", ErrMemory, uint32(h))
-	}
-	delete(p.mem.regions, h)
 	return nil
 }
 
-// checkLocal verifies that every segment lies inside memory registered
-// under ptag. Empty segments need no registration.
-func (m *memTable) checkLocal(segs []descriptors.Segment, ptag PTag) error {
+// RegisterMemory registers buf under ptag with the given remote access and
+// returns its handle, an unguessable nonzero key drawn from crypto/rand and
+// never given to two live regions at once (VipRegisterMem). The buffer must
+// stay reachable and unmoved (any Go slice does) until DeregisterMemory.
+// It fails with an error matching rdma.ErrLimit when Options.MaxRegions or
+// Options.MaxRegisteredBytes would be exceeded.
+func (p *Provider) RegisterMemory(buf []byte, ptag PTag, access Access) (descriptors.MemHandle, error) {
+	if len(buf) == 0 {
+		return 0, fmt.Errorf("%w: empty buffer", ErrMemory)
+	}
+	if err := p.checkRegistration(ptag, access); err != nil {
+		return 0, err
+	}
+	// Registration draws from crypto/rand: keep it outside p.mu.
+	r, err := p.mem.Register(buf, ptag, access|rdma.LocalWrite)
+	if err != nil {
+		return 0, fmt.Errorf("vi: register memory: %w", err)
+	}
+	return descriptors.MemHandle(r.Handle()), nil
+}
+
+// DeregisterMemory removes a registration (VipDeregisterMem). It fails with
+// an error matching rdma.ErrInUse while posted descriptors use the region:
+// a descriptor holds the regions of its segments from PostSend or PostRecv
+// until it completes. Once it returns, remote accesses through the handle
+// are refused, even those of a transfer under way.
+func (p *Provider) DeregisterMemory(h descriptors.MemHandle) error {
+	r, ok := p.mem.Lookup(rdma.Handle(h))
+	if !ok {
+		return fmt.Errorf("%w: unknown handle %#x", ErrMemory, uint32(h))
+	}
+	if err := p.mem.Deregister(r); err != nil {
+		if errors.Is(err, rdma.ErrNoRegion) { // lost a race with another deregistration
+			return fmt.Errorf("%w: unknown handle %#x", ErrMemory, uint32(h))
+		}
+		return fmt.Errorf("vi: deregister memory: %w", err)
+	}
+	return nil
+}
+
+// QueryMemory returns the registered region named h (VipQueryMem): its
+// protection tag, rights, length and the number of posted descriptors that
+// hold it.
+func (p *Provider) QueryMemory(h descriptors.MemHandle) (*rdma.Region, error) {
+	r, ok := p.mem.Lookup(rdma.Handle(h))
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown handle %#x", ErrMemory, uint32(h))
+	}
+	return r, nil
+}
+
+// NewMemoryCache returns a registration cache (MP_Lite's dynamic
+// registration) over this provider's regions: rdma.Cache.Get registers a
+// buffer under ptag with the given access, or finds it registered, and the
+// handle of the region it returns goes in descriptors as
+// descriptors.MemHandle(r.Handle()). The cache holds at most maxEntries
+// regions and maxBytes bytes (zero: no bound); they also count against the
+// provider's limits.
+func (p *Provider) NewMemoryCache(ptag PTag, access Access, maxEntries int, maxBytes int64) (*rdma.Cache, error) {
+	if err := p.checkRegistration(ptag, access); err != nil {
+		return nil, err
+	}
+	return rdma.NewCache(p.mem, ptag, access|rdma.LocalWrite, maxEntries, maxBytes), nil
+}
+
+// acquire checks that every segment lies inside memory registered under
+// ptag (with local write when the provider writes into it) and holds the
+// regions until release, so they cannot be deregistered while the
+// descriptor is posted. Empty segments need no registration. On failure it
+// holds nothing.
+func (p *Provider) acquire(segs []descriptors.Segment, ptag PTag, write bool) error {
 	for i := range segs {
 		s := &segs[i]
 		if len(s.Buf) == 0 {
 			continue
 		}
-		r := m.regions[s.Handle]
-		if r == nil || r.ptag != ptag {
-			return descriptors.ErrProtection
-		}
-		a := addr(s.Buf)
-		if a < r.base || a+uintptr(len(s.Buf)) > r.end {
+		r, ok := p.mem.Lookup(rdma.Handle(s.Handle))
+		if !ok || r.PTag() != ptag || !r.Contains(s.Buf) || write && r.Access()&rdma.LocalWrite == 0 || r.Acquire() != nil {
+			p.release(segs[:i])
 			return descriptors.ErrProtection
 		}
 	}
 	return nil
 }
 
-// remote returns bytes [off, off+n) of the region h if ptag and access
-// allow it, or nil.
-func (m *memTable) remote(h uint32, ptag PTag, access Access, off uint64, n int) ([]byte, bool) {
-	r := m.regions[descriptors.MemHandle(h)]
-	if r == nil || r.ptag != ptag || r.access&access == 0 {
-		return nil, false
+// release undoes acquire. A held region cannot have been deregistered, so
+// its handle still names it.
+func (p *Provider) release(segs []descriptors.Segment) {
+	for i := range segs {
+		s := &segs[i]
+		if len(s.Buf) == 0 {
+			continue
+		}
+		if r, ok := p.mem.Lookup(rdma.Handle(s.Handle)); ok {
+			r.Release()
+		}
 	}
-	if off > uint64(len(r.buf)) || uint64(n) > uint64(len(r.buf))-off {
-		return nil, false
-	}
-	return r.buf[off : off+uint64(n)], true
 }

@@ -68,6 +68,11 @@ type Options struct {
 	// MaxBlock caps one blocking wait on the device, which bounds how late a
 	// timer runs when nobody polls (default 2ms).
 	MaxBlock time.Duration
+	// MaxRegions and MaxRegisteredBytes bound the memory registered on the
+	// provider (zero: no bound); RegisterMemory fails with an error
+	// matching rdma.ErrLimit beyond them.
+	MaxRegions         int
+	MaxRegisteredBytes int64
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -104,6 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxBlock <= 0 {
 		o.MaxBlock = 2 * time.Millisecond
 	}
+	if o.MaxRegions < 0 || o.MaxRegisteredBytes < 0 {
+		return o, fmt.Errorf("vi: negative registration limit (%d regions, %d bytes)", o.MaxRegions, o.MaxRegisteredBytes)
+	}
 	if o.EtherType == 0 {
 		o.EtherType = nic.DefaultEtherType
 	}
@@ -123,6 +131,10 @@ type ProviderAttributes struct {
 	Reliability Level
 	RDMAWrite   bool
 	RDMARead    bool
+	// MaxRegions and MaxRegisteredBytes are the registration limits (zero:
+	// none).
+	MaxRegions         int
+	MaxRegisteredBytes int64
 }
 
 // Attributes are a VI's attributes (VipCreateVi).

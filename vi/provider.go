@@ -35,6 +35,7 @@ import (
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
 )
 
@@ -63,7 +64,8 @@ type Provider struct {
 	tx           [][]byte
 	mgmt         [][]byte // buffers for connection management frames
 	mgmtN        int
-	mem          memTable
+	mem          *rdma.Table
+	ptags        PTag // the last protection tag handed out
 	rng          *rand.Rand
 	connReqs     []*ConnRequest
 	connWake     chan struct{}
@@ -86,7 +88,16 @@ type Stats struct {
 	Strays              uint64 // valid frames that match no connection
 	SendErrors          uint64 // frames the device refused
 	RecvErrors          uint64 // device receive calls that failed (not closed)
+	// Memory is the registration table's state and its refused remote
+	// accesses by reason (no region, protection tag, right, bounds).
+	Memory rdma.Stats
+	// RDMADisabled counts RDMA frames refused because the target VI has
+	// not enabled the operation (or, for reads, is unreliable).
+	RDMADisabled uint64
 }
+
+// RDMARefused is the number of remote accesses refused for any reason.
+func (s Stats) RDMARefused() uint64 { return s.Memory.Refused() + s.RDMADisabled }
 
 // Open opens a provider over dev. The provider does not own dev: close the
 // provider before the device.
@@ -132,6 +143,7 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 		rxLens:       make([]int, batch),
 		tx:           make([][]byte, 0, batch),
 		mgmt:         make([][]byte, 16),
+		mem:          rdma.NewTable(rdma.Limits{MaxRegions: o.MaxRegions, MaxBytes: o.MaxRegisteredBytes}),
 		rng:          rand.New(rand.NewChaCha8(seed)),
 		connWake:     make(chan struct{}, 1),
 		done:         make(chan struct{}),
@@ -150,24 +162,28 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 // Attributes returns the provider's attributes (VipQueryNic).
 func (p *Provider) Attributes() ProviderAttributes {
 	return ProviderAttributes{
-		HardwareAddr: append([]byte(nil), p.mac[:]...),
-		MTU:          p.mtu,
-		MaxPayload:   p.payload,
-		MaxTransfer:  p.opts.MaxTransfer,
-		QueueDepth:   p.opts.QueueDepth,
-		MaxSegments:  p.opts.MaxSegments,
-		MaxVIs:       p.opts.MaxVIs,
-		Reliability:  Unreliable | ReliableDelivery | ReliableReception,
-		RDMAWrite:    true,
-		RDMARead:     true,
+		HardwareAddr:       append([]byte(nil), p.mac[:]...),
+		MTU:                p.mtu,
+		MaxPayload:         p.payload,
+		MaxTransfer:        p.opts.MaxTransfer,
+		QueueDepth:         p.opts.QueueDepth,
+		MaxSegments:        p.opts.MaxSegments,
+		MaxVIs:             p.opts.MaxVIs,
+		Reliability:        Unreliable | ReliableDelivery | ReliableReception,
+		RDMAWrite:          true,
+		RDMARead:           true,
+		MaxRegions:         p.opts.MaxRegions,
+		MaxRegisteredBytes: p.opts.MaxRegisteredBytes,
 	}
 }
 
 // Stats returns the provider's counters.
 func (p *Provider) Stats() Stats {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stats
+	s := p.stats
+	p.mu.Unlock()
+	s.Memory = p.mem.Stats()
+	return s
 }
 
 // Close disconnects and destroys every VI, wakes every waiter and stops the

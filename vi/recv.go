@@ -5,13 +5,14 @@ import (
 	"fmt"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
 )
 
 var (
-	errProtocol   = errors.New("peer broke the protocol")
-	errNoDesc     = errors.New("message without a receive descriptor")
-	errRemoteProt = errors.New("peer's RDMA access refused")
+	errProtocol = errors.New("peer broke the protocol")
+	errNoDesc   = errors.New("message without a receive descriptor")
+	errDisabled = fmt.Errorf("%w: operation not enabled on the VI", rdma.ErrProtection)
 )
 
 // onFrame handles a frame of v's current connection. p.mu is held.
@@ -61,39 +62,50 @@ func (v *VI) place(now reliability.Time, h *reliability.Header, payload []byte) 
 		return v.placeMessage(now, h, payload, false)
 
 	case reliability.KindWrite:
-		dst, ok := v.p.mem.remote(h.RKey, v.attrs.PTag, AccessRDMAWrite, h.RAddr, len(payload))
-		if !ok || !v.attrs.EnableRDMAWrite {
+		if !v.attrs.EnableRDMAWrite {
+			v.refuse(now, h, errDisabled, true)
+			return false
+		}
+		if uint64(h.Offset)+uint64(len(payload)) > uint64(h.MsgLen) {
 			if reliable {
-				v.protocolError(now, h, reliability.ReasonRDMAProtection, errRemoteProt)
+				v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
 			}
 			return false
 		}
-		if h.Flags&reliability.FlagImm != 0 {
-			var ok bool
-			if reliable {
-				ok = v.placeMessage(now, h, payload, true)
-			} else {
-				ok = v.placeUnreliable(now, h, payload, true)
-			}
-			if !ok {
+		imm := h.Flags&reliability.FlagImm != 0
+		if imm && reliable {
+			if _, ok := v.recvPos(h.Msg); !ok {
+				v.protocolError(now, h, reliability.ReasonNoDescriptor, errNoDesc)
 				return false
 			}
 		}
-		copy(dst, payload)
-		return true
-
-	case reliability.KindReadReq:
-		if !reliable {
+		// The whole write, [raddr-offset, +msglen), is checked with every
+		// fragment, before any byte moves.
+		base := h.RAddr - uint64(h.Offset)
+		if err := v.p.mem.CopyInAt(rdma.Handle(h.RKey), v.attrs.PTag, base, uint64(h.MsgLen), uint64(h.Offset), payload); err != nil {
+			v.refuse(now, h, err, false)
 			return false
 		}
-		src, ok := v.p.mem.remote(h.RKey, v.attrs.PTag, AccessRDMARead, h.RAddr, int(h.MsgLen))
-		if !ok || !v.attrs.EnableRDMARead {
-			v.protocolError(now, h, reliability.ReasonRDMAProtection, errRemoteProt)
+		if !imm {
+			return true
+		}
+		if reliable {
+			return v.placeMessage(now, h, payload, true)
+		}
+		return v.placeUnreliable(now, h, payload, true)
+
+	case reliability.KindReadReq:
+		if !reliable || !v.attrs.EnableRDMARead {
+			v.refuse(now, h, errDisabled, true)
+			return false
+		}
+		if err := v.p.mem.Check(rdma.Handle(h.RKey), v.attrs.PTag, rdma.RemoteRead, h.RAddr, int(h.MsgLen)); err != nil {
+			v.refuse(now, h, err, false)
 			return false
 		}
 		for i := range v.jobs {
 			if !v.jobs[i].used {
-				v.jobs[i] = readJob{used: true, seq: h.Seq, id: h.Msg, src: src}
+				v.jobs[i] = readJob{used: true, seq: h.Seq, id: h.Msg, handle: rdma.Handle(h.RKey), raddr: h.RAddr, n: int(h.MsgLen)}
 				return true
 			}
 		}
@@ -115,6 +127,63 @@ func (v *VI) place(now reliability.Time, h *reliability.Header, payload []byte) 
 		return true
 	}
 	return false
+}
+
+// refuse handles an RDMA frame refused before any byte moved: it counts
+// the refusal and follows VIA's rules for the level. A reliable VI breaks
+// the connection, telling the peer which frame failed, so the initiator's
+// descriptor completes with an RDMA protection error and later ones are
+// flushed. An unreliable VI drops the frame and carries on; a write with
+// immediate data completes the receive it would have consumed with the
+// error. disabled says the VI has not enabled the operation (the table
+// counted the other reasons).
+func (v *VI) refuse(now reliability.Time, h *reliability.Header, cause error, disabled bool) {
+	v.stats.RDMARefused++
+	if disabled {
+		v.p.stats.RDMADisabled++
+	}
+	if v.attrs.Reliability.Reliable() {
+		v.fail(now, failure{cause: fmt.Errorf("%w: %v frame %d: %w", descriptors.ErrRDMAProtection, h.Kind, h.Seq, cause),
+			reason: reliability.ReasonRDMAProtection, seq: h.Seq, hasSeq: true})
+		return
+	}
+	if h.Kind == reliability.KindWrite && h.Flags&reliability.FlagImm != 0 {
+		v.refuseUnreliable(now, h)
+	}
+}
+
+// refuseUnreliable completes the receive that a refused write with
+// immediate data would have consumed (once per message) with the RDMA
+// protection error, and drops the rest of the message.
+func (v *VI) refuseUnreliable(now reliability.Time, h *reliability.Header) {
+	u := &v.u
+	m := h.Msg
+	if u.active && m == u.msn {
+		if u.discard {
+			return
+		}
+	} else {
+		if u.active && msnLess(m, u.msn) || !u.active && msnLess(m, v.recvMsn) {
+			return // an older message: already complete or abandoned
+		}
+		if u.active && !u.discard {
+			v.stats.MessagesLost++
+		}
+		u.active, u.msn = true, m
+		if v.rqNext >= v.rq.Back() {
+			v.stats.MessagesLost++
+			u.discard = true
+			v.recvMsn = m + 1
+			v.updateLimit(now)
+			return
+		}
+		st := &v.rs[v.rq.Slot(v.rqNext)]
+		*st = recvState{capacity: st.capacity, started: true, write: true, msgLen: h.MsgLen}
+	}
+	u.discard = true
+	v.completeRecv(descriptors.StatusRDMAProtection)
+	v.recvMsn = m + 1
+	v.updateLimit(now)
 }
 
 // readPos finds our outstanding RDMA read with the given id.

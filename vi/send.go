@@ -47,7 +47,10 @@ func (v *VI) pump(now reliability.Time) bool {
 	if c == nil || c.IsClosed() || v.state != Connected {
 		return false
 	}
-	queued := v.pumpReads()
+	queued := v.pumpReads(now)
+	if v.state != Connected {
+		return queued // a read was refused
+	}
 	level := v.attrs.Reliability
 	payload := v.p.payload
 	for v.sqStart < v.sq.Back() {
@@ -138,27 +141,35 @@ func (v *VI) pump(now reliability.Time) bool {
 	return queued
 }
 
-// pumpReads queues the responses to the peer's RDMA reads, in order.
-func (v *VI) pumpReads() bool {
+// pumpReads queues the responses to the peer's RDMA reads, in order. Each
+// fragment is copied straight from the region into its frame through the
+// table's check, so a region deregistered mid-transfer is refused like a
+// bad request: the connection breaks with an RDMA protection error naming
+// the request.
+func (v *VI) pumpReads(now reliability.Time) bool {
 	c := v.conn
 	queued := false
 	payload := v.p.payload
 	for v.readyN > 0 {
 		j := &v.jobs[v.ready[v.readyHead]]
-		for j.off < len(j.src) || !j.sentAny {
+		for j.off < j.n || !j.sentAny {
 			f := c.NewFrame()
 			if f == nil {
 				return queued
 			}
-			n := copy(f[reliability.HeaderLen:reliability.HeaderLen+payload], j.src[j.off:])
+			n := min(payload, j.n-j.off)
+			if err := v.p.mem.CopyOut(j.handle, v.attrs.PTag, j.raddr+uint64(j.off), f[reliability.HeaderLen:reliability.HeaderLen+n]); err != nil {
+				v.refuse(now, &reliability.Header{Kind: reliability.KindReadReq, Seq: j.seq}, err, false)
+				return queued
+			}
 			fr := reliability.Frag{Kind: reliability.KindReadResp, Length: n, Msg: j.id,
-				MsgLen: uint32(len(j.src)), Offset: uint32(j.off)}
+				MsgLen: uint32(j.n), Offset: uint32(j.off)}
 			if !j.sentAny {
 				fr.Flags |= reliability.FlagFirst
 			}
 			j.off += n
 			j.sentAny = true
-			if j.off == len(j.src) {
+			if j.off == j.n {
 				fr.Flags |= reliability.FlagLast
 			}
 			c.Queue(f, &fr)

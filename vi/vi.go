@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
 )
 
@@ -62,6 +63,11 @@ type VIStats struct {
 	// MessagesLost counts messages an unreliable VI started to receive and
 	// never completed, or could not place for want of a descriptor.
 	MessagesLost uint64
+	// RDMARefused counts the peer's RDMA frames this VI refused: no such
+	// region, another protection tag, a right not granted, out of bounds,
+	// or the operation not enabled on the VI. Provider.Stats breaks the
+	// refusals down by reason.
+	RDMARefused uint64
 }
 
 type connMode uint8
@@ -110,12 +116,16 @@ type unreliableRx struct {
 	discard bool // the active message is being dropped (length error)
 }
 
+// readJob is a peer's RDMA read that we answer: n bytes from offset raddr
+// of region handle. The bytes are copied out of the region frame by frame,
+// each copy checked, so a region deregistered mid-transfer is refused.
 type readJob struct {
 	used, ready bool
 	seq         reliability.Seq
 	id          uint32
-	src         []byte
-	off         int
+	handle      rdma.Handle
+	raddr       uint64
+	n, off      int
 	sentAny     bool
 }
 
@@ -144,7 +154,7 @@ func (p *Provider) NewVI(a Attributes) (*VI, error) {
 	if p.closed {
 		return nil, ErrClosed
 	}
-	if !p.mem.validTag(a.PTag) {
+	if !p.validTag(a.PTag) {
 		return nil, fmt.Errorf("vi: new: %w: unknown protection tag %d", ErrAttributes, a.PTag)
 	}
 	for _, cq := range []*CQ{a.SendCQ, a.RecvCQ} {
@@ -257,7 +267,8 @@ func (v *VI) limits() descriptors.Limits {
 	return descriptors.Limits{MaxSegments: v.p.opts.MaxSegments, MaxTransfer: v.attrs.MaxTransfer}
 }
 
-// checkSend validates a send-queue descriptor. p.mu is held.
+// checkSend validates a send-queue descriptor and, when it is valid, holds
+// the regions of its segments. p.mu is held.
 func (v *VI) checkSend(d *descriptors.Descriptor) (descriptors.Status, error) {
 	if err := d.CheckFormat(v.limits(), false); err != nil {
 		return descriptors.StatusFormat, err
@@ -265,7 +276,8 @@ func (v *VI) checkSend(d *descriptors.Descriptor) (descriptors.Status, error) {
 	if d.Control.Op == descriptors.OpRDMARead && !v.attrs.Reliability.Reliable() {
 		return descriptors.StatusFormat, fmt.Errorf("%w: RDMA read needs a reliable VI", descriptors.ErrFormat)
 	}
-	if err := v.p.mem.checkLocal(d.Segments, v.attrs.PTag); err != nil {
+	// An RDMA read writes into its local segments.
+	if err := v.p.acquire(d.Segments, v.attrs.PTag, d.Control.Op == descriptors.OpRDMARead); err != nil {
 		return descriptors.StatusProtection, err
 	}
 	return 0, nil
@@ -275,7 +287,9 @@ func (v *VI) checkSend(d *descriptors.Descriptor) (descriptors.Status, error) {
 // Connected, or in the Error state, where d completes at once as flushed.
 // A malformed descriptor, or one over memory the VI may not use, is not
 // queued: it is marked done with StatusFormat or StatusProtection and the
-// error is returned.
+// error is returned. Every non-empty segment must lie inside one region
+// registered under the VI's protection tag; a posted descriptor holds those
+// regions (DeregisterMemory fails) until it completes.
 func (v *VI) PostSend(d *descriptors.Descriptor) error {
 	p := v.p
 	d.Reset()
@@ -289,10 +303,12 @@ func (v *VI) PostSend(d *descriptors.Descriptor) error {
 		return fmt.Errorf("vi %d: post send: %w", v.id, err)
 	}
 	if v.state != Connected && v.state != Error {
+		p.release(d.Segments)
 		return fmt.Errorf("vi %d: post send: %w: %v", v.id, ErrState, v.state)
 	}
 	pos, err := v.sq.Push(d)
 	if err != nil {
+		p.release(d.Segments)
 		return fmt.Errorf("vi %d: post send: %w", v.id, err)
 	}
 	v.ss[v.sq.Slot(pos)] = sendState{}
@@ -323,12 +339,13 @@ func (v *VI) PostRecv(d *descriptors.Descriptor) error {
 		d.Status = descriptors.StatusDone | descriptors.StatusFormat
 		return fmt.Errorf("vi %d: post recv: %w", v.id, err)
 	}
-	if err := p.mem.checkLocal(d.Segments, v.attrs.PTag); err != nil {
+	if err := p.acquire(d.Segments, v.attrs.PTag, true); err != nil {
 		d.Status = descriptors.StatusDone | descriptors.StatusProtection
 		return fmt.Errorf("vi %d: post recv: %w", v.id, err)
 	}
 	pos, err := v.rq.Push(d)
 	if err != nil {
+		p.release(d.Segments)
 		return fmt.Errorf("vi %d: post recv: %w", v.id, err)
 	}
 	v.rs[v.rq.Slot(pos)] = recvState{capacity: d.TotalLength()}
@@ -349,7 +366,8 @@ func (v *VI) PostRecv(d *descriptors.Descriptor) error {
 
 // ---- completion ----
 
-// completeSend marks the send at pos done with the given status bits.
+// completeSend marks the send at pos done with the given status bits and
+// lets go of its regions.
 func (v *VI) completeSend(pos uint64, st descriptors.Status) {
 	s := &v.ss[v.sq.Slot(pos)]
 	if s.done {
@@ -357,6 +375,7 @@ func (v *VI) completeSend(pos uint64, st descriptors.Status) {
 	}
 	s.done = true
 	d := v.sq.At(pos)
+	v.p.release(d.Segments)
 	d.Status = descriptors.StatusDone | st
 	if st == 0 {
 		d.Length = s.total
@@ -381,11 +400,12 @@ func (v *VI) publishSend() {
 	}
 }
 
-// completeRecv completes the receive at rqNext.
+// completeRecv completes the receive at rqNext and lets go of its regions.
 func (v *VI) completeRecv(st descriptors.Status) {
 	pos := v.rqNext
 	d := v.rq.At(pos)
 	s := &v.rs[v.rq.Slot(pos)]
+	v.p.release(d.Segments)
 	d.Status = descriptors.StatusDone | st
 	if st&descriptors.StatusErrorMask == 0 || st&descriptors.StatusLength != 0 {
 		d.Length = int(s.msgLen)
@@ -584,16 +604,33 @@ func (v *VI) remoteClosed(now reliability.Time) {
 			f.sendStatus = descriptors.StatusRemoteDescriptor
 		case reliability.ReasonRDMAProtection:
 			f.sendStatus = descriptors.StatusRDMAProtection
+			f.cause = fmt.Errorf("%w: %w", descriptors.ErrRDMAProtection, err)
 		case reliability.ReasonTransport, reliability.ReasonProtocol:
 			f.firstStatus = descriptors.StatusTransport
 		}
 		if f.sendStatus != 0 && de.HasSeq {
 			f.sendPos, f.hasSend = v.sendPosForSeq(de.Seq)
 		}
-		// Not found: the failing send already completed (reliable
-		// delivery); the rest are flushed.
+		if f.sendStatus == descriptors.StatusRDMAProtection && !f.hasSend {
+			// The refused write already completed, as writes do at
+			// reliable delivery once their frames are handed over: the
+			// oldest send still pending reports the error instead.
+			f.sendPos, f.hasSend = v.firstPendingSend()
+		}
+		// Otherwise not found: the failing send already completed
+		// (reliable delivery); the rest are flushed.
 	}
 	v.fail(now, f)
+}
+
+// firstPendingSend returns the oldest send that has not completed.
+func (v *VI) firstPendingSend() (uint64, bool) {
+	for pos := v.sqReap; pos < v.sq.Back(); pos++ {
+		if !v.ss[v.sq.Slot(pos)].done {
+			return pos, true
+		}
+	}
+	return 0, false
 }
 
 // sendPosForSeq finds the send descriptor that sent frame seq.
@@ -664,6 +701,10 @@ func (v *VI) closeLocked(now reliability.Time, reason reliability.Reason) {
 		return
 	}
 	v.disconnectLocked(now, reason)
+	// Receives posted while idle complete too, so their regions are free.
+	for v.rqNext < v.rq.Back() {
+		v.completeRecv(descriptors.StatusFlushed)
+	}
 	v.state = closedVI
 	if v.attrs.SendCQ != nil {
 		v.attrs.SendCQ.reserved -= v.attrs.QueueDepth
