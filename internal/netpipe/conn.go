@@ -132,6 +132,6 @@ func DefaultModules() Modules {
 		"tcp":    TCPModule{},
 		"vi":     VIModule{},
 		"rdma":   nil,
-		"mplite": nil,
+		"mplite": MPLiteModule{},
 	}
 }

@@ -1,0 +1,222 @@
+package mplite
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/ethervia/ethervia/mplite/bootstrap"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/afpacket"
+	"github.com/ethervia/ethervia/nic/afxdp"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// rankFromEnv returns the rank and size the launcher set; found is false
+// when no launcher variable is set at all.
+func rankFromEnv(getenv func(string) string) (rank, size int, found bool, err error) {
+	// In the order they are looked at: mprun, MPICH's Hydra (PMI), Open
+	// MPI, Slurm.
+	rankVars := [...][2]string{
+		{"MPLITE_RANK", "MPLITE_SIZE"},
+		{"PMI_RANK", "PMI_SIZE"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+		{"SLURM_PROCID", "SLURM_NTASKS"},
+	}
+	for _, v := range rankVars {
+		rs, ss := getenv(v[0]), getenv(v[1])
+		if rs == "" && ss == "" {
+			continue
+		}
+		if rs == "" || ss == "" {
+			return 0, 0, true, fmt.Errorf("%w: %s=%q but %s=%q", ErrEnvironment, v[0], rs, v[1], ss)
+		}
+		rank, err1 := strconv.Atoi(strings.TrimSpace(rs))
+		size, err2 := strconv.Atoi(strings.TrimSpace(ss))
+		if err1 != nil || err2 != nil || size < 1 || rank < 0 || rank >= size {
+			return 0, 0, true, fmt.Errorf("%w: %s=%q, %s=%q is not a rank of a job", ErrEnvironment, v[0], rs, v[1], ss)
+		}
+		return rank, size, true, nil
+	}
+	return 0, 0, false, nil
+}
+
+// envConfig is what Init reads besides the rank.
+type envConfig struct {
+	rank, size int
+	ifaces     []string
+	job        uint32
+	driver     string
+	hostfile   string
+}
+
+func readEnv(getenv func(string) string, cfg *config) (envConfig, bool, error) {
+	var e envConfig
+	rank, size, found, err := rankFromEnv(getenv)
+	if err != nil || !found {
+		return e, found, err
+	}
+	e.rank, e.size = rank, size
+	if s := getenv("MPLITE_IFACES"); s != "" {
+		for _, f := range strings.Split(s, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				e.ifaces = append(e.ifaces, f)
+			}
+		}
+	}
+	if size > 1 && len(e.ifaces) == 0 {
+		return e, true, fmt.Errorf("%w: MPLITE_IFACES is not set (one interface per rail)", ErrEnvironment)
+	}
+	switch s := getenv("MPLITE_JOB"); {
+	case cfg.jobKeySet:
+		e.job = cfg.jobKey
+	case s != "":
+		k, err := strconv.ParseUint(strings.TrimSpace(s), 0, 32)
+		if err != nil {
+			return e, true, fmt.Errorf("%w: MPLITE_JOB=%q is not a 32-bit job key", ErrEnvironment, s)
+		}
+		e.job = uint32(k)
+	case size > 1:
+		return e, true, fmt.Errorf("%w: MPLITE_JOB (the job key) is not set", ErrEnvironment)
+	}
+	e.driver = cfg.driver
+	if e.driver == "" {
+		e.driver = getenv("MPLITE_DRIVER")
+	}
+	if e.driver == "" {
+		e.driver = "afpacket"
+	}
+	if e.driver != "afpacket" && e.driver != "afxdp" {
+		return e, true, fmt.Errorf("%w: MPLITE_DRIVER=%q (afpacket or afxdp)", ErrEnvironment, e.driver)
+	}
+	e.hostfile = getenv("MPLITE_HOSTFILE")
+	return e, true, nil
+}
+
+// Init builds the world communicator from the environment a launcher set.
+//
+// The rank and size come from MPLITE_RANK and MPLITE_SIZE, else PMI_RANK and
+// PMI_SIZE (MPICH's Hydra), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE
+// (Open MPI), or SLURM_PROCID and SLURM_NTASKS (Slurm); with none of them
+// the process is a world of one. MPLITE_IFACES lists the interfaces, one
+// per rail (only the first rail is used), MPLITE_JOB is the job key,
+// MPLITE_DRIVER picks afpacket (the default) or afxdp. The device is opened
+// in the process's network namespace. Every rank's address is then read
+// from MPLITE_HOSTFILE if set, or discovered by raw-Ethernet announcements
+// under the job key (bounded by WithDiscoveryTimeout).
+func Init(opts ...Option) (*Comm, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	e, found, err := readEnv(os.Getenv, &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mplite: init: %w", err)
+	}
+	if !found || e.size == 1 {
+		// A world of one needs no network.
+		return newComm(nil, false, 0, []net.HardwareAddr{{0x02, 0, 0, 0, 0, 1}}, cfg)
+	}
+	cfg.jobKey = e.job
+	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job}
+	var dev nic.Device
+	switch e.driver {
+	case "afxdp":
+		dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: e.ifaces[0]})
+	default:
+		dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: e.ifaces[0]})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
+	}
+	macs, err := findPeers(dev, e, &cfg)
+	if err != nil {
+		dev.Close()
+		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
+	}
+	c, err := newComm(dev, true, e.rank, macs, cfg)
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// findPeers reads the hostfile, or runs the bootstrap discovery on dev.
+func findPeers(dev nic.Device, e envConfig, cfg *config) ([]net.HardwareAddr, error) {
+	if e.hostfile != "" {
+		f, err := os.Open(e.hostfile)
+		if err != nil {
+			return nil, fmt.Errorf("hostfile: %w", err)
+		}
+		defer f.Close()
+		tab, err := bootstrap.ParseHostfile(f, e.size, len(e.ifaces))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", e.hostfile, err)
+		}
+		macs := make([]net.HardwareAddr, e.size)
+		for r := range tab {
+			macs[r] = tab[r][0]
+		}
+		return macs, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.discoveryTimeout)
+	defer cancel()
+	return bootstrap.Discover(ctx, dev, bootstrap.Config{Rank: e.rank, Size: e.size, Rail: 0,
+		EtherType: cfg.etherType, JobKey: e.job})
+}
+
+// NewLocalWorld builds n ranks in this process, joined by an in-process
+// memnic switch: for tests and examples without root. Run each rank in its
+// own goroutine and Finalize every one. Polling calls yield the processor
+// (WithYield) unless an option says otherwise; WithLocalFaults and
+// WithLocalMTU shape the switch.
+func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("mplite: local world of %d ranks: %w", n, ErrRank)
+	}
+	cfg, err := buildConfig(append([]Option{WithYield(true)}, opts...))
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.jobKeySet {
+		cfg.jobKey = 0x6d706c6c // "mpll"
+	}
+	sw := memnic.NewSwitch(cfg.seed)
+	ports := make([]*memnic.Port, n)
+	macs := make([]net.HardwareAddr, n)
+	closeAll := func(comms []*Comm) {
+		for _, c := range comms {
+			if c != nil {
+				c.teardown()
+			}
+		}
+		for _, p := range ports {
+			if p != nil {
+				p.Close()
+			}
+		}
+	}
+	for i := range ports {
+		p, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{EtherType: cfg.etherType, JobKey: cfg.jobKey},
+			MTU: cfg.mtu, Faults: cfg.faults})
+		if err != nil {
+			closeAll(nil)
+			return nil, fmt.Errorf("mplite: local world: %w", err)
+		}
+		ports[i], macs[i] = p, p.HardwareAddr()
+	}
+	comms := make([]*Comm, n)
+	for i := range comms {
+		c, err := newComm(ports[i], true, i, macs, cfg)
+		if err != nil {
+			closeAll(comms)
+			return nil, err
+		}
+		comms[i] = c
+	}
+	return comms, nil
+}

@@ -1,0 +1,201 @@
+package mplite
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/vi"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestReadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		env        map[string]string
+		found      bool
+		err        bool
+		rank, size int
+		ifaces     int
+		job        uint32
+		driver     string
+	}{
+		{name: "none", env: map[string]string{}},
+		{name: "mprun", env: map[string]string{"MPLITE_RANK": "2", "MPLITE_SIZE": "4", "MPLITE_IFACES": "eth0,eth1",
+			"MPLITE_JOB": "12345", "MPLITE_DRIVER": "afxdp"}, found: true, rank: 2, size: 4, ifaces: 2, job: 12345, driver: "afxdp"},
+		{name: "hydra", env: map[string]string{"PMI_RANK": "1", "PMI_SIZE": "2", "MPLITE_IFACES": "eth0", "MPLITE_JOB": "0x10"},
+			found: true, rank: 1, size: 2, ifaces: 1, job: 16, driver: "afpacket"},
+		{name: "mplite wins over hydra", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "3", "PMI_RANK": "1",
+			"PMI_SIZE": "2", "MPLITE_IFACES": "e", "MPLITE_JOB": "1"}, found: true, rank: 0, size: 3, ifaces: 1, job: 1, driver: "afpacket"},
+		{name: "openmpi", env: map[string]string{"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "7"}, found: true, rank: 3, size: 8, ifaces: 1, job: 7, driver: "afpacket"},
+		{name: "slurm", env: map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "7"}, found: true, rank: 0, size: 2, ifaces: 1, job: 7, driver: "afpacket"},
+		{name: "singleton by size", env: map[string]string{"PMI_RANK": "0", "PMI_SIZE": "1"}, found: true, size: 1, driver: "afpacket"},
+		{name: "half set", env: map[string]string{"PMI_RANK": "0"}, found: true, err: true},
+		{name: "rank out of range", env: map[string]string{"MPLITE_RANK": "4", "MPLITE_SIZE": "4"}, found: true, err: true},
+		{name: "no ifaces", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_JOB": "1"}, found: true, err: true},
+		{name: "no job", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e"}, found: true, err: true},
+		{name: "bad job", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "4294967296"}, found: true, err: true},
+		{name: "bad driver", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "1", "MPLITE_DRIVER": "dpdk"}, found: true, err: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			e, found, err := readEnv(envOf(tc.env), &cfg)
+			if found != tc.found || (err != nil) != tc.err {
+				t.Fatalf("found %v err %v", found, err)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrEnvironment) {
+					t.Errorf("error %v is not ErrEnvironment", err)
+				}
+				return
+			}
+			if !found {
+				return
+			}
+			if e.rank != tc.rank || e.size != tc.size || len(e.ifaces) != tc.ifaces || e.job != tc.job || e.driver != tc.driver {
+				t.Errorf("got %+v", e)
+			}
+		})
+	}
+}
+
+// A process started without a launcher is a world of one, with no
+// network: sends to itself work.
+func TestInitSingleton(t *testing.T) {
+	for _, k := range []string{"MPLITE_RANK", "MPLITE_SIZE", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK",
+		"OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS"} {
+		t.Setenv(k, "")
+	}
+	c, err := Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() != 0 || c.Size() != 1 {
+		t.Fatalf("rank %d of %d", c.Rank(), c.Size())
+	}
+	r, err := c.Irecv(make([]byte, 3), AnySource, AnyTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Send([]byte("abc"), 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Wait(); err != nil || st != (Status{Source: 0, Tag: 5, Count: 3}) {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if err := c.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzEnvelope(f *testing.F) {
+	add := func(e envelope, data int) {
+		b := make([]byte, envLen+data)
+		putEnvelope(b, &e)
+		f.Add(b, 12<<10)
+	}
+	add(envelope{typ: msgEager, tag: 3, length: 5}, 5)
+	add(envelope{typ: msgEager}, 0)
+	add(envelope{typ: msgRTS, tag: 1, length: 1 << 20, sendID: 9}, 0)
+	add(envelope{typ: msgCTS, sendID: 9, recvID: 4, length: 1 << 20, rkey: 0xdeadbeef, raddr: 64}, 0)
+	add(envelope{typ: msgDone, sendID: 9, recvID: 4}, 0)
+	add(envelope{typ: msgFin}, 0)
+	add(envelope{typ: msgFinAck}, 0)
+	f.Add([]byte{}, 0)
+	f.Fuzz(func(t *testing.T, msg []byte, eager int) {
+		if eager < 0 || eager > MaxEagerLimit {
+			return
+		}
+		var e envelope
+		if err := parseEnvelope(msg, eager, &e); err != nil {
+			if !errors.Is(err, errEnvelope) {
+				t.Fatalf("error %v is not errEnvelope", err)
+			}
+			return
+		}
+		// What parses is consistent, and encodes back to the same bytes.
+		if e.tag < 0 || e.tag > MaxTag || e.length < 0 {
+			t.Fatalf("parsed %+v", e)
+		}
+		switch e.typ {
+		case msgEager:
+			if len(msg) != envLen+e.length || e.length > eager {
+				t.Fatalf("eager %+v in %d bytes", e, len(msg))
+			}
+		case msgRTS:
+			if e.length <= eager || e.sendID == 0 {
+				t.Fatalf("RTS %+v", e)
+			}
+		}
+		b := make([]byte, envLen)
+		putEnvelope(b, &e)
+		if string(b) != string(msg[:envLen]) {
+			t.Fatalf("%x encodes back to %x", msg[:envLen], b)
+		}
+	})
+}
+
+func TestRegCache(t *testing.T) {
+	sw := memnic.NewSwitch(1)
+	port, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer port.Close()
+	p, err := vi.Open(port, vi.Options{Config: nic.Config{JobKey: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rc := newRegCache(p, p.NewPTag(), vi.AccessRDMAWrite, 2, 1<<20)
+	a, b, c := make([]byte, 1000), make([]byte, 1000), make([]byte, 1000)
+	ea, err := rc.get(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := rc.get(a[100:200]); e != ea || e.offset(a[100:200]) != 100 {
+		t.Fatalf("a slice of a registered buffer missed the cache")
+	}
+	rc.put(ea)
+	rc.put(ea)
+	eb, _ := rc.get(b)
+	rc.put(eb)
+	if rc.hits != 1 || rc.misses != 2 {
+		t.Fatalf("hits %d misses %d", rc.hits, rc.misses)
+	}
+	// A third buffer evicts the least recently used (a).
+	ec, _ := rc.get(c)
+	if len(rc.entries) != 2 || rc.entries[bufAddr(a)] != nil {
+		t.Fatalf("LRU eviction: entries %d, a still cached %v", len(rc.entries), rc.entries[bufAddr(a)] != nil)
+	}
+	if err := p.DeregisterMemory(ea.h); err == nil {
+		t.Fatal("the evicted registration is still registered")
+	}
+	// Everything in use: a new buffer is registered without caching and
+	// deregistered when put.
+	eb, _ = rc.get(b)
+	d := make([]byte, 10)
+	ed, err := rc.get(d)
+	if err != nil || ed.cached {
+		t.Fatalf("overflow registration: %v cached %v", err, ed != nil && ed.cached)
+	}
+	rc.put(ed)
+	if err := p.DeregisterMemory(ed.h); err == nil {
+		t.Fatal("an overflow registration outlived its put")
+	}
+	rc.put(eb)
+	rc.put(ec)
+	rc.flush()
+	if len(rc.entries) != 0 || rc.bytes != 0 {
+		t.Fatalf("after flush: %d entries, %d bytes", len(rc.entries), rc.bytes)
+	}
+}

@@ -1,0 +1,260 @@
+package mplite
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/vi"
+)
+
+// Defaults of the options.
+const (
+	// DefaultEagerLimit is the largest message sent eagerly. MP_Lite used
+	// about 12 KB on M-VIA, where a copy beat a registration below 8 KB.
+	DefaultEagerLimit = 12 << 10
+	// DefaultRecvDepth is the number of receive (and send) buffers per
+	// connection: the credits a peer may use before this rank re-posts.
+	DefaultRecvDepth = 32
+	// DefaultUnexpectedLimit bounds the bytes of unexpected eager messages
+	// copied aside before senders are throttled.
+	DefaultUnexpectedLimit = 64 << 20
+	// DefaultSpinTime is how long a waiting call polls before it blocks.
+	DefaultSpinTime = 50 * time.Microsecond
+	// DefaultPeerTimeout is how long a silent peer lives.
+	DefaultPeerTimeout = vi.DefaultPeerTimeout
+	// DefaultDiscoveryTimeout bounds the bootstrap of Init.
+	DefaultDiscoveryTimeout = 60 * time.Second
+	// MaxEagerLimit is the largest eager limit accepted.
+	MaxEagerLimit = 1 << 20
+)
+
+// Option configures Init, NewComm and NewLocalWorld.
+type Option func(*config) error
+
+type config struct {
+	eagerLimit       int
+	recvDepth        int
+	unexpectedLimit  int64
+	spin             time.Duration
+	yield            bool
+	peerTimeout      time.Duration
+	connectTimeout   time.Duration
+	discoveryTimeout time.Duration
+	driver           string
+	etherType        uint16
+	jobKey           uint32
+	jobKeySet        bool
+	mtu              int
+	faults           memnic.Faults
+	seed             uint64
+	maxTransfer      int
+	cacheEntries     int
+	cacheBytes       int64
+}
+
+func defaultConfig() config {
+	return config{
+		eagerLimit:       DefaultEagerLimit,
+		recvDepth:        DefaultRecvDepth,
+		unexpectedLimit:  DefaultUnexpectedLimit,
+		spin:             DefaultSpinTime,
+		peerTimeout:      DefaultPeerTimeout,
+		discoveryTimeout: DefaultDiscoveryTimeout,
+		etherType:        nic.DefaultEtherType,
+		mtu:              9000,
+		seed:             1,
+		cacheEntries:     64,
+		cacheBytes:       1 << 30,
+	}
+}
+
+func buildConfig(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	if cfg.connectTimeout == 0 {
+		cfg.connectTimeout = cfg.peerTimeout
+	}
+	return cfg, nil
+}
+
+// WithEagerLimit sets the largest message sent eagerly (copied into a
+// registered buffer); longer ones go by handshake and RDMA write. All ranks
+// must use the same limit. Zero is allowed: then every non-empty message
+// goes by handshake.
+func WithEagerLimit(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > MaxEagerLimit {
+			return fmt.Errorf("mplite: eager limit %d outside [0, %d]", n, MaxEagerLimit)
+		}
+		c.eagerLimit = n
+		return nil
+	}
+}
+
+// WithRecvDepth sets the receive buffers posted per connection (the
+// peer's credits) and the send buffers per connection.
+func WithRecvDepth(n int) Option {
+	return func(c *config) error {
+		if n < 2 || n > 1024 {
+			return fmt.Errorf("mplite: receive depth %d outside [2, 1024]", n)
+		}
+		c.recvDepth = n
+		return nil
+	}
+}
+
+// WithUnexpectedLimit bounds the bytes of unexpected eager messages this
+// rank copies aside; past it they stay in their receive buffers and the
+// senders run out of credits until receives are posted.
+func WithUnexpectedLimit(bytes int64) Option {
+	return func(c *config) error {
+		if bytes < 0 {
+			return fmt.Errorf("mplite: unexpected limit %d is negative", bytes)
+		}
+		c.unexpectedLimit = bytes
+		return nil
+	}
+}
+
+// WithSpinTime sets how long a waiting call polls before it blocks;
+// negative means never poll-wait (block at once).
+func WithSpinTime(d time.Duration) Option {
+	return func(c *config) error {
+		c.spin = d
+		return nil
+	}
+}
+
+// WithYield makes polling calls yield the processor between polls. Set it
+// when several ranks share one process's processors (NewLocalWorld sets
+// it), where a spinning rank would starve the rank it waits for; leave it
+// off for ranks on locked OS threads, where a yield costs tens of
+// microseconds.
+func WithYield(yield bool) Option {
+	return func(c *config) error {
+		c.yield = yield
+		return nil
+	}
+}
+
+// WithPeerTimeout sets how long a silent peer lives before its operations
+// fail with ErrPeerDead (the VI layer's PeerTimeout).
+func WithPeerTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("mplite: peer timeout %v is not positive", d)
+		}
+		c.peerTimeout = d
+		return nil
+	}
+}
+
+// WithConnectTimeout bounds how long opening a connection may take before
+// the peer is declared dead (default: the peer timeout).
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("mplite: connect timeout %v is not positive", d)
+		}
+		c.connectTimeout = d
+		return nil
+	}
+}
+
+// WithDiscoveryTimeout bounds Init's raw-Ethernet discovery of the other
+// ranks.
+func WithDiscoveryTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("mplite: discovery timeout %v is not positive", d)
+		}
+		c.discoveryTimeout = d
+		return nil
+	}
+}
+
+// WithDriver chooses Init's frame driver, "afpacket" or "afxdp",
+// overriding MPLITE_DRIVER.
+func WithDriver(name string) Option {
+	return func(c *config) error {
+		if name != "afpacket" && name != "afxdp" {
+			return fmt.Errorf("mplite: unknown driver %q (afpacket or afxdp)", name)
+		}
+		c.driver = name
+		return nil
+	}
+}
+
+// WithJobKey sets the job key of NewComm and NewLocalWorld (Init takes it
+// from MPLITE_JOB unless this is given).
+func WithJobKey(key uint32) Option {
+	return func(c *config) error {
+		c.jobKey, c.jobKeySet = key, true
+		return nil
+	}
+}
+
+// WithEtherType sets the EtherType of every frame (default 0x88B5).
+func WithEtherType(t uint16) Option {
+	return func(c *config) error {
+		if t < 0x0600 {
+			return fmt.Errorf("mplite: EtherType %#04x is a length, not a type", t)
+		}
+		c.etherType = t
+		return nil
+	}
+}
+
+// WithLocalMTU sets the MTU of NewLocalWorld's memnic ports (default 9000).
+func WithLocalMTU(mtu int) Option {
+	return func(c *config) error {
+		if mtu < 256 || mtu > 65535 {
+			return fmt.Errorf("mplite: local MTU %d outside [256, 65535]", mtu)
+		}
+		c.mtu = mtu
+		return nil
+	}
+}
+
+// WithLocalFaults makes NewLocalWorld's memnic ports lose, duplicate,
+// reorder or corrupt frames, drawn from seed, so that tests are
+// deterministic in what the switch does.
+func WithLocalFaults(seed uint64, f memnic.Faults) Option {
+	return func(c *config) error {
+		c.seed, c.faults = seed, f
+		return nil
+	}
+}
+
+// WithMaxTransfer sets the largest VI descriptor (one RDMA write of a
+// handshake message; default: the provider's, 1 MiB).
+func WithMaxTransfer(n int) Option {
+	return func(c *config) error {
+		if n < 0 || n > vi.MaxMaxTransfer {
+			return fmt.Errorf("mplite: max transfer %d outside [0, %d]", n, vi.MaxMaxTransfer)
+		}
+		c.maxTransfer = n
+		return nil
+	}
+}
+
+// WithRegistrationCache bounds the registration cache of user buffers used
+// by the handshake protocol (default 64 entries, 1 GiB).
+func WithRegistrationCache(entries int, bytes int64) Option {
+	return func(c *config) error {
+		if entries < 1 || bytes < 1 {
+			return fmt.Errorf("mplite: registration cache of %d entries, %d bytes", entries, bytes)
+		}
+		c.cacheEntries, c.cacheBytes = entries, bytes
+		return nil
+	}
+}

@@ -1,0 +1,911 @@
+package mplite
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ethervia/ethervia/descriptors"
+)
+
+// Request is a nonblocking send or receive. Complete it with Wait, Test or
+// Waitall; its buffer belongs to the communicator until then.
+type Request struct {
+	c    *Comm
+	send bool
+	buf  []byte
+	peer int // destination, or the source asked for (maybe AnySource)
+	tag  int
+	ctx  uint16
+	seq  uint64 // receive post order
+	done bool
+	st   Status
+	err  error
+
+	prev, next *Request
+	list       *rlist
+
+	// handshake
+	id     uint32
+	reg    *regEntry
+	grant  int
+	off    int
+	chunks int
+	rkey   uint32
+	raddr  uint64
+	recvID uint32
+}
+
+// ready reports completion; c.mu is held.
+func (r *Request) ready() bool { return r.done }
+
+// Wait blocks until the request completes and returns its status: for a
+// receive the message's source, tag and delivered length.
+func (r *Request) Wait() (Status, error) {
+	if r == nil || r.c == nil {
+		return Status{}, errors.New("mplite: wait on a nil request")
+	}
+	c := r.c
+	c.wait(r)
+	c.mu.Lock()
+	st, err := r.st, r.err
+	c.mu.Unlock()
+	return st, err
+}
+
+// Test makes progress once and reports whether the request has completed,
+// with its status if it has. It never blocks.
+func (r *Request) Test() (done bool, st Status, err error) {
+	if r == nil || r.c == nil {
+		return false, Status{}, errors.New("mplite: test of a nil request")
+	}
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !r.done {
+		c.progressLocked()
+	}
+	if !r.done {
+		return false, Status{}, nil
+	}
+	return true, r.st, r.err
+}
+
+// Waitall waits for every request (nil entries are skipped) and returns
+// the errors of those that failed, joined.
+func Waitall(reqs ...*Request) error {
+	var errs []error
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		if _, err := r.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Comm) checkDest(dest, tag int) error {
+	if dest < 0 || dest >= c.size {
+		return fmt.Errorf("mplite: send to rank %d of %d: %w", dest, c.size, ErrRank)
+	}
+	if tag < 0 || tag > MaxTag {
+		return fmt.Errorf("mplite: send with tag %d: %w", tag, ErrTag)
+	}
+	return nil
+}
+
+func (c *Comm) checkSrc(src, tag int) error {
+	if src != AnySource && (src < 0 || src >= c.size) {
+		return fmt.Errorf("mplite: receive from rank %d of %d: %w", src, c.size, ErrRank)
+	}
+	if tag != AnyTag && (tag < 0 || tag > MaxTag) {
+		return fmt.Errorf("mplite: receive with tag %d: %w", tag, ErrTag)
+	}
+	return nil
+}
+
+// Isend starts sending buf to rank dest with tag. A message up to the
+// eager limit is copied at once (or as soon as a send buffer is free) and
+// the request completes then; a longer one completes when its data has been
+// handed to the VI layer, after the receiver posted its receive.
+func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
+	if err := c.checkDest(dest, tag); err != nil {
+		return nil, err
+	}
+	r := &Request{}
+	if err := c.startSend(r, buf, dest, tag, ctxWorld); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Irecv starts receiving a message from rank src (or AnySource) with tag
+// (or AnyTag) into buf.
+func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
+	if err := c.checkSrc(src, tag); err != nil {
+		return nil, err
+	}
+	r := &Request{}
+	if err := c.startRecv(r, buf, src, tag, ctxWorld); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Send sends buf to rank dest with tag and returns once buf may be reused.
+func (c *Comm) Send(buf []byte, dest, tag int) error {
+	if err := c.checkDest(dest, tag); err != nil {
+		return err
+	}
+	return c.send(buf, dest, tag, ctxWorld)
+}
+
+func (c *Comm) send(buf []byte, dest, tag int, ctx uint16) error {
+	r := c.getReq()
+	if err := c.startSend(r, buf, dest, tag, ctx); err != nil {
+		c.putReq(r)
+		return err
+	}
+	c.wait(r)
+	c.mu.Lock()
+	err := r.err
+	c.putReqLocked(r)
+	c.mu.Unlock()
+	return err
+}
+
+// Recv receives a message from rank src (or AnySource) with tag (or
+// AnyTag) into buf.
+func (c *Comm) Recv(buf []byte, src, tag int) (Status, error) {
+	if err := c.checkSrc(src, tag); err != nil {
+		return Status{}, err
+	}
+	return c.recv(buf, src, tag, ctxWorld)
+}
+
+func (c *Comm) recv(buf []byte, src, tag int, ctx uint16) (Status, error) {
+	r := c.getReq()
+	if err := c.startRecv(r, buf, src, tag, ctx); err != nil {
+		c.putReq(r)
+		return Status{}, err
+	}
+	c.wait(r)
+	c.mu.Lock()
+	st, err := r.st, r.err
+	c.putReqLocked(r)
+	c.mu.Unlock()
+	return st, err
+}
+
+// Sendrecv sends sendbuf to dest and receives into recvbuf from src at the
+// same time, so that pairs of ranks may exchange without deadlock.
+func (c *Comm) Sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, src, recvtag int) (Status, error) {
+	if err := c.checkDest(dest, sendtag); err != nil {
+		return Status{}, err
+	}
+	if err := c.checkSrc(src, recvtag); err != nil {
+		return Status{}, err
+	}
+	return c.sendrecv(sendbuf, dest, sendtag, recvbuf, src, recvtag, ctxWorld)
+}
+
+func (c *Comm) sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, src, recvtag int, ctx uint16) (Status, error) {
+	rr := c.getReq()
+	if err := c.startRecv(rr, recvbuf, src, recvtag, ctx); err != nil {
+		c.putReq(rr)
+		return Status{}, err
+	}
+	sr := c.getReq()
+	serr := c.startSend(sr, sendbuf, dest, sendtag, ctx)
+	if serr == nil {
+		c.wait(sr)
+	}
+	c.wait(rr)
+	c.mu.Lock()
+	st, rerr := rr.st, rr.err
+	if serr == nil {
+		serr = sr.err
+	}
+	c.putReqLocked(rr)
+	c.putReqLocked(sr)
+	c.mu.Unlock()
+	if serr != nil {
+		return st, serr
+	}
+	return st, rerr
+}
+
+// Iprobe reports whether a message from src (or AnySource) with tag (or
+// AnyTag) has arrived and not been received, with its status (Count is its
+// full length). It makes progress once and never blocks. A receive that
+// names the same source and tag gets the probed message.
+func (c *Comm) Iprobe(src, tag int) (ok bool, st Status, err error) {
+	if err := c.checkSrc(src, tag); err != nil {
+		return false, Status{}, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finalized {
+		return false, Status{}, ErrFinalized
+	}
+	c.progressLocked()
+	return c.iprobeLocked(src, tag, ctxWorld)
+}
+
+// Probe blocks until a message from src (or AnySource) with tag (or
+// AnyTag) has arrived, and returns its status without receiving it.
+func (c *Comm) Probe(src, tag int) (Status, error) {
+	if err := c.checkSrc(src, tag); err != nil {
+		return Status{}, err
+	}
+	pc := &probeCond{c: c, src: src, tag: tag}
+	c.wait(pc)
+	return pc.st, pc.err
+}
+
+type probeCond struct {
+	c        *Comm
+	src, tag int
+	st       Status
+	err      error
+}
+
+func (p *probeCond) ready() bool {
+	if p.c.finalized {
+		p.err = ErrFinalized
+		return true
+	}
+	ok, st, err := p.c.iprobeLocked(p.src, p.tag, ctxWorld)
+	p.st, p.err = st, err
+	return ok || err != nil
+}
+
+func (c *Comm) iprobeLocked(src, tag int, ctx uint16) (bool, Status, error) {
+	if m := c.findUnexpected(src, tag, ctx, false); m != nil {
+		return true, Status{Source: m.src, Tag: m.tag, Count: m.length}, nil
+	}
+	if src == AnySource {
+		c.connectAll()
+		if c.anyErr != nil {
+			return false, Status{}, c.anyErr
+		}
+	} else if src != c.rank {
+		p := c.peers[src]
+		c.ensureConn(p)
+		if p.err != nil {
+			return false, Status{}, p.err
+		}
+	}
+	return false, Status{}, nil
+}
+
+// ---- requests ----
+
+func (c *Comm) getReq() *Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.reqFree); n > 0 {
+		r := c.reqFree[n-1]
+		c.reqFree = c.reqFree[:n-1]
+		return r
+	}
+	return &Request{}
+}
+
+func (c *Comm) putReq(r *Request) {
+	c.mu.Lock()
+	c.putReqLocked(r)
+	c.mu.Unlock()
+}
+
+// putReqLocked recycles an internal request, unless descriptors still
+// refer to it (a failed handshake whose writes are being flushed).
+func (c *Comm) putReqLocked(r *Request) {
+	if r.chunks > 0 || r.list != nil || r.reg != nil || len(c.reqFree) >= 64 {
+		return
+	}
+	*r = Request{}
+	c.reqFree = append(c.reqFree, r)
+}
+
+// complete finishes r; its first error sticks.
+func (c *Comm) complete(r *Request, err error) {
+	if r.done {
+		return
+	}
+	r.done = true
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	c.changed = true
+}
+
+// completeHandshake finishes a handshake request and releases its
+// registration once no descriptor uses it.
+func (c *Comm) completeHandshake(r *Request, err error) {
+	c.complete(r, err)
+	c.releaseReg(r)
+}
+
+func (c *Comm) releaseReg(r *Request) {
+	if r.reg == nil || r.chunks > 0 {
+		return
+	}
+	if r.send {
+		c.sendCache.put(r.reg)
+	} else {
+		c.recvCach.put(r.reg)
+	}
+	r.reg = nil
+}
+
+func (c *Comm) newID() uint32 {
+	for {
+		c.nextID++
+		id := c.nextID
+		if id == 0 {
+			continue
+		}
+		if c.sendIDs[id] == nil && c.recvIDs[id] == nil {
+			return id
+		}
+	}
+}
+
+// ---- sending ----
+
+// startSend validates and queues a send.
+func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finalized {
+		return ErrFinalized
+	}
+	r.c, r.send, r.buf, r.peer, r.tag, r.ctx = c, true, buf, dest, tag, ctx
+	r.st = Status{Source: c.rank, Tag: tag, Count: len(buf)}
+	if dest == c.rank {
+		c.sendSelf(r)
+		return nil
+	}
+	p := c.peers[dest]
+	c.ensureConn(p)
+	if p.err != nil {
+		c.complete(r, p.err)
+		return nil
+	}
+	if len(buf) > c.cfg.eagerLimit {
+		r.id = c.newID()
+		c.sendIDs[r.id] = r
+		c.stats.HandshakeSent++
+	} else {
+		c.stats.EagerSent++
+	}
+	p.sendq.push(r)
+	c.pumpPeer(p)
+	return nil
+}
+
+// sendSelf delivers a message to this rank: into a posted receive, or
+// onto the unexpected queue (copied if short; a long one waits for its
+// receive and is copied once).
+func (c *Comm) sendSelf(r *Request) {
+	if rr := c.takePosted(c.rank, r.tag, r.ctx); rr != nil {
+		c.deliver(rr, c.rank, r.tag, r.buf, len(r.buf))
+		c.complete(r, nil)
+		return
+	}
+	m := c.newUmsg()
+	m.src, m.tag, m.ctx, m.length = c.rank, r.tag, r.ctx, len(r.buf)
+	if len(r.buf) <= c.cfg.eagerLimit {
+		m.typ = msgEager
+		if len(r.buf) > 0 {
+			m.tmp = c.getTmp()
+			m.data = m.tmp[:len(r.buf)]
+			copy(m.data, r.buf)
+		}
+		m.cost = int64(len(r.buf)) + umsgCost
+		c.complete(r, nil)
+	} else {
+		m.typ, m.sreq, m.cost = msgSelf, r, umsgCost
+	}
+	c.addUnexpected(m.cost)
+	c.unexp[c.rank].push(m)
+	c.stats.Unexpected++
+	c.changed = true
+}
+
+// deliver copies a message into receive r and completes it.
+func (c *Comm) deliver(r *Request, src, tag int, data []byte, length int) {
+	n := copy(r.buf, data)
+	r.st = Status{Source: src, Tag: tag, Count: n}
+	var err error
+	if length > len(r.buf) {
+		err = &TruncateError{Source: src, Tag: tag, Length: length, Capacity: len(r.buf)}
+	}
+	c.complete(r, err)
+}
+
+// pumpPeer posts what p's queues hold, as far as buffers allow: control
+// messages first (a CTS unblocks a whole handshake), then RDMA writes,
+// then new sends in order.
+func (c *Comm) pumpPeer(p *peer) {
+	if p.state != stConnected {
+		return
+	}
+	for p.ctrlH < len(p.ctrlq) && len(p.sfre) > 0 {
+		if !c.postSlot(p, &p.ctrlq[p.ctrlH], nil) {
+			return
+		}
+		p.ctrlH++
+	}
+	if p.ctrlH == len(p.ctrlq) {
+		p.ctrlq, p.ctrlH = p.ctrlq[:0], 0
+	}
+	for r := p.rdmaq.head; r != nil && len(p.wfre) > 0; r = p.rdmaq.head {
+		if !c.postChunk(p, r) {
+			return
+		}
+	}
+	for r := p.sendq.head; r != nil && len(p.sfre) > 0; r = p.sendq.head {
+		p.sendq.remove(r)
+		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: len(r.buf)}
+		if len(r.buf) > c.cfg.eagerLimit {
+			e.typ, e.sendID = msgRTS, r.id
+			if !c.postSlot(p, &e, nil) {
+				c.complete(r, p.err)
+				return
+			}
+			continue
+		}
+		if !c.postSlot(p, &e, r.buf) {
+			c.complete(r, p.err)
+			return
+		}
+		c.complete(r, nil)
+	}
+}
+
+// postSlot posts one envelope (with eager data) from a free send slot.
+func (c *Comm) postSlot(p *peer, e *envelope, data []byte) bool {
+	n := len(p.sfre) - 1
+	i := p.sfre[n]
+	p.sfre = p.sfre[:n]
+	b := p.sendSlot(c, i)
+	putEnvelope(b, e)
+	k := copy(b[envLen:], data)
+	d := &p.sd[i]
+	d.Control = descriptors.Control{}
+	d.Segments[0].Buf = b[:envLen+k]
+	if err := p.v.PostSend(d); err != nil {
+		p.sfre = append(p.sfre, i)
+		c.peerFailed(p, c.viCause(p, err), true)
+		return false
+	}
+	p.sops.push(sendOp{kind: opSlot, idx: i})
+	return true
+}
+
+// postChunk posts the next RDMA write of handshake send r; the last one
+// carries the receive's id as immediate data.
+func (c *Comm) postChunk(p *peer, r *Request) bool {
+	n := min(c.chunk, r.grant-r.off)
+	k := len(p.wfre) - 1
+	i := p.wfre[k]
+	p.wfre = p.wfre[:k]
+	d := &p.wd[i]
+	d.Control = descriptors.Control{Op: descriptors.OpRDMAWrite}
+	last := r.off+n == r.grant
+	if last {
+		d.Control.Immediate, d.Control.ImmData = true, r.recvID
+	}
+	d.Segments[0] = descriptors.Segment{Buf: r.buf[r.off : r.off+n], Handle: r.reg.h}
+	d.Address = descriptors.AddressSegment{Handle: descriptors.MemHandle(r.rkey), Offset: r.raddr + uint64(r.off)}
+	if err := p.v.PostSend(d); err != nil {
+		p.wfre = append(p.wfre, i)
+		c.peerFailed(p, c.viCause(p, err), true)
+		return false
+	}
+	p.sops.push(sendOp{kind: opChunk, idx: i, req: r})
+	r.chunks++
+	r.off += n
+	if last {
+		p.rdmaq.remove(r)
+	}
+	return true
+}
+
+// queueCtrl queues a control message to p.
+func (c *Comm) queueCtrl(p *peer, e envelope) {
+	p.ctrlq = append(p.ctrlq, e)
+	c.pumpPeer(p)
+}
+
+// viCause names why p's VI failed.
+func (c *Comm) viCause(p *peer, err error) error {
+	if p.v != nil {
+		if verr := p.v.Err(); verr != nil {
+			return verr
+		}
+	}
+	return err
+}
+
+// ---- receiving ----
+
+// startRecv validates a receive, matches it against the unexpected
+// messages, or posts it.
+func (c *Comm) startRecv(r *Request, buf []byte, src, tag int, ctx uint16) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finalized {
+		return ErrFinalized
+	}
+	r.c, r.send, r.buf, r.peer, r.tag, r.ctx = c, false, buf, src, tag, ctx
+	r.seq = c.postSeq
+	c.postSeq++
+	if m := c.findUnexpected(src, tag, ctx, true); m != nil {
+		c.unexp[m.src].remove(m)
+		c.matchUnexpected(r, m)
+		return nil
+	}
+	if src == AnySource {
+		if c.anyErr == nil {
+			c.connectAll()
+		}
+		if c.anyErr != nil {
+			c.complete(r, c.anyErr)
+			return nil
+		}
+		c.anyPost.push(r)
+		return nil
+	}
+	if src != c.rank {
+		p := c.peers[src]
+		c.ensureConn(p)
+		if p.err != nil {
+			c.complete(r, p.err)
+			return nil
+		}
+	}
+	c.posted[src].push(r)
+	return nil
+}
+
+// findUnexpected returns the first unexpected message that a receive of
+// (src, tag, ctx) matches. From AnySource it looks at the sources round
+// robin from where the last such receive matched (advance moves on).
+func (c *Comm) findUnexpected(src, tag int, ctx uint16, advance bool) *umsg {
+	if src != AnySource {
+		return c.unexp[src].find(tag, ctx)
+	}
+	for k := 0; k < c.size; k++ {
+		s := (c.anyNext + k) % c.size
+		if m := c.unexp[s].find(tag, ctx); m != nil {
+			if advance {
+				c.anyNext = (s + 1) % c.size
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+func (l *ulist) find(tag int, ctx uint16) *umsg {
+	for m := l.head; m != nil; m = m.next {
+		if m.ctx == ctx && (tag == AnyTag || m.tag == tag) {
+			return m
+		}
+	}
+	return nil
+}
+
+func (l *rlist) match(tag int, ctx uint16) *Request {
+	for r := l.head; r != nil; r = r.next {
+		if r.ctx == ctx && (r.tag == AnyTag || r.tag == tag) {
+			return r
+		}
+	}
+	return nil
+}
+
+// takePosted removes and returns the earliest posted receive that a
+// message (src, tag, ctx) matches.
+func (c *Comm) takePosted(src, tag int, ctx uint16) *Request {
+	a := c.posted[src].match(tag, ctx)
+	b := c.anyPost.match(tag, ctx)
+	if a == nil || (b != nil && b.seq < a.seq) {
+		a = b
+	}
+	if a != nil {
+		a.list.remove(a)
+	}
+	return a
+}
+
+// matchUnexpected completes receive r with unexpected message m (already
+// off its list).
+func (c *Comm) matchUnexpected(r *Request, m *umsg) {
+	switch m.typ {
+	case msgEager:
+		c.deliver(r, m.src, m.tag, m.data, m.length)
+		c.releaseUmsg(m)
+	case msgRTS:
+		p, sendID, length, tag := c.peers[m.src], m.sendID, m.length, m.tag
+		c.releaseUmsg(m)
+		c.startCTS(r, p, sendID, length, tag)
+	case msgSelf:
+		s := m.sreq
+		c.deliver(r, m.src, m.tag, s.buf, m.length)
+		c.releaseUmsg(m)
+		c.complete(s, nil)
+	}
+}
+
+func (c *Comm) addUnexpected(n int64) {
+	c.unexpBytes += n
+	c.stats.UnexpectedPeak = max(c.stats.UnexpectedPeak, c.unexpBytes)
+}
+
+func (c *Comm) newUmsg() *umsg {
+	if n := len(c.umsgFree); n > 0 {
+		m := c.umsgFree[n-1]
+		c.umsgFree = c.umsgFree[:n-1]
+		return m
+	}
+	return &umsg{}
+}
+
+func (c *Comm) getTmp() []byte {
+	if n := len(c.tmpFree); n > 0 {
+		b := c.tmpFree[n-1]
+		c.tmpFree = c.tmpFree[:n-1]
+		return b
+	}
+	return make([]byte, c.cfg.eagerLimit)
+}
+
+// releaseUmsg gives back what m holds: its temporary buffer or its
+// receive slot (a credit for the sender again).
+func (c *Comm) releaseUmsg(m *umsg) {
+	c.unexpBytes -= m.cost
+	if m.tmp != nil {
+		c.tmpFree = append(c.tmpFree, m.tmp[:cap(m.tmp)])
+	}
+	if m.held {
+		c.repost(c.peers[m.src], m.slot)
+	}
+	*m = umsg{}
+	c.umsgFree = append(c.umsgFree, m)
+}
+
+// repost gives receive slot i back to p's VI.
+func (c *Comm) repost(p *peer, i int) {
+	if p.state == stDead || p.state == stClosed || c.finalized {
+		return
+	}
+	if err := p.v.PostRecv(&p.rd[i]); err != nil {
+		c.peerFailed(p, c.viCause(p, err), true)
+		return
+	}
+	p.rpos.push(i)
+}
+
+// onRecv handles a completed receive descriptor of p.
+func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
+	slot, ok := p.rpos.pop()
+	if !ok || &p.rd[slot] != d {
+		// Cannot happen: receives complete in the order they were posted.
+		c.stats.BadEnvelopes++
+		return
+	}
+	if d.Status.Failed() {
+		c.peerFailed(p, c.viCause(p, d.Status.Err()), true)
+		return
+	}
+	if d.Status&descriptors.StatusRemoteWrite == descriptors.StatusRemoteWrite {
+		id := d.ImmData // read before the repost resets it
+		c.repost(p, slot)
+		c.onWriteDone(p, id)
+		return
+	}
+	msg := p.rd[slot].Segments[0].Buf
+	if d.Length > len(msg) {
+		c.stats.BadEnvelopes++
+		c.repost(p, slot)
+		return
+	}
+	msg = msg[:d.Length]
+	var e envelope
+	if err := parseEnvelope(msg, c.cfg.eagerLimit, &e); err != nil {
+		c.stats.BadEnvelopes++
+		c.repost(p, slot)
+		return
+	}
+	switch e.typ {
+	case msgEager:
+		c.onEager(p, slot, &e, msg[envLen:])
+	case msgRTS:
+		c.onRTS(p, slot, &e)
+	case msgCTS:
+		c.repost(p, slot)
+		c.onCTS(p, &e)
+	case msgDone:
+		c.repost(p, slot)
+		c.onDone(p, &e)
+	case msgFin:
+		c.repost(p, slot)
+		p.finRecv = true
+		c.changed = true
+		c.queueCtrl(p, envelope{typ: msgFinAck})
+	case msgFinAck:
+		c.repost(p, slot)
+		p.finAcked = true
+		c.changed = true
+	}
+}
+
+// onEager delivers an eager message, or keeps it as unexpected: copied
+// aside while under the bound, else left in its slot (no credit back).
+func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
+	c.stats.EagerReceived++
+	if r := c.takePosted(p.rank, e.tag, e.ctx); r != nil {
+		c.deliver(r, p.rank, e.tag, data, len(data))
+		c.repost(p, slot)
+		return
+	}
+	m := c.newUmsg()
+	m.src, m.tag, m.ctx, m.typ, m.length = p.rank, e.tag, e.ctx, msgEager, len(data)
+	if cost := int64(len(data)) + umsgCost; c.unexpBytes+cost <= c.cfg.unexpectedLimit {
+		if len(data) > 0 {
+			m.tmp = c.getTmp()
+			m.data = m.tmp[:len(data)]
+			copy(m.data, data)
+		}
+		m.cost = cost
+		c.repost(p, slot)
+	} else {
+		m.held, m.slot, m.data, m.cost = true, slot, data, umsgCost
+		c.stats.Held++
+	}
+	c.addUnexpected(m.cost)
+	c.unexp[p.rank].push(m)
+	c.stats.Unexpected++
+	c.changed = true
+}
+
+// onRTS answers a request to send whose receive is posted, or keeps its
+// envelope (only) until one is.
+func (c *Comm) onRTS(p *peer, slot int, e *envelope) {
+	c.stats.HandshakeReceived++
+	if r := c.takePosted(p.rank, e.tag, e.ctx); r != nil {
+		c.repost(p, slot)
+		c.startCTS(r, p, e.sendID, e.length, e.tag)
+		return
+	}
+	m := c.newUmsg()
+	m.src, m.tag, m.ctx, m.typ, m.length, m.sendID = p.rank, e.tag, e.ctx, msgRTS, e.length, e.sendID
+	m.cost = umsgCost
+	if c.unexpBytes+m.cost <= c.cfg.unexpectedLimit {
+		c.repost(p, slot)
+	} else {
+		m.held, m.slot = true, slot
+		c.stats.Held++
+	}
+	c.addUnexpected(m.cost)
+	c.unexp[p.rank].push(m)
+	c.stats.Unexpected++
+	c.changed = true
+}
+
+// startCTS registers the receive buffer of r (matched to an RTS) and
+// tells the sender where to write.
+func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
+	grant := min(length, len(r.buf))
+	r.st = Status{Source: p.rank, Tag: tag, Count: grant}
+	if length > len(r.buf) {
+		r.err = &TruncateError{Source: p.rank, Tag: tag, Length: length, Capacity: len(r.buf)}
+	}
+	if p.err != nil {
+		c.complete(r, p.err)
+		return
+	}
+	r.id = c.newID()
+	e := envelope{typ: msgCTS, sendID: sendID, recvID: r.id, length: grant}
+	if grant > 0 {
+		reg, err := c.recvCach.get(r.buf[:grant])
+		if err != nil {
+			// Nothing can be written: let the sender finish, fail here.
+			e.length = 0
+			r.err = err
+			r.st.Count = 0
+		} else {
+			r.reg = reg
+			e.rkey, e.raddr = uint32(reg.h), reg.offset(r.buf)
+		}
+	}
+	c.recvIDs[r.id] = r
+	c.queueCtrl(p, e)
+}
+
+// onCTS starts the RDMA writes of a handshake send.
+func (c *Comm) onCTS(p *peer, e *envelope) {
+	r := c.sendIDs[e.sendID]
+	if r == nil || r.peer != p.rank || r.recvID != 0 || e.length > len(r.buf) {
+		c.stats.BadEnvelopes++
+		return
+	}
+	r.recvID, r.grant, r.rkey, r.raddr = e.recvID, e.length, e.rkey, e.raddr
+	if r.grant > 0 {
+		reg, err := c.sendCache.get(r.buf[:r.grant])
+		if err == nil {
+			r.reg = reg
+			p.rdmaq.push(r)
+			c.pumpPeer(p)
+			return
+		}
+		r.err = err
+	}
+	// Nothing to write: tell the receiver how much it got (nothing).
+	delete(c.sendIDs, r.id)
+	c.queueCtrl(p, envelope{typ: msgDone, sendID: r.id, recvID: r.recvID})
+	c.complete(r, nil)
+}
+
+// onWriteDone completes the receive that the final RDMA write named.
+func (c *Comm) onWriteDone(p *peer, id uint32) {
+	r := c.recvIDs[id]
+	if r == nil || r.st.Source != p.rank {
+		c.stats.BadEnvelopes++
+		return
+	}
+	delete(c.recvIDs, id)
+	c.completeHandshake(r, nil)
+}
+
+// onDone completes a receive whose sender wrote nothing.
+func (c *Comm) onDone(p *peer, e *envelope) {
+	r := c.recvIDs[e.recvID]
+	if r == nil || r.st.Source != p.rank {
+		c.stats.BadEnvelopes++
+		return
+	}
+	delete(c.recvIDs, e.recvID)
+	var err error
+	if r.st.Count != e.length {
+		err = fmt.Errorf("mplite: rank %d could not send the %d bytes of its message", p.rank, r.st.Count)
+		r.st.Count = e.length
+	}
+	c.completeHandshake(r, err)
+}
+
+// onSend handles a completed send descriptor of p.
+func (c *Comm) onSend(p *peer, d *descriptors.Descriptor) {
+	op, ok := p.sops.pop()
+	if !ok {
+		c.stats.BadEnvelopes++
+		return
+	}
+	failed := d.Status.Failed()
+	switch op.kind {
+	case opSlot:
+		p.sfre = append(p.sfre, op.idx)
+	case opChunk:
+		p.wfre = append(p.wfre, op.idx)
+		r := op.req
+		r.chunks--
+		if r.chunks == 0 {
+			if !r.done && !failed && r.off == r.grant {
+				delete(c.sendIDs, r.id)
+				c.completeHandshake(r, nil)
+			} else if r.done {
+				c.releaseReg(r)
+			}
+		}
+	}
+	if failed {
+		c.peerFailed(p, c.viCause(p, d.Status.Err()), true)
+		return
+	}
+	c.pumpPeer(p)
+}

@@ -1,0 +1,221 @@
+package mplite
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/ethervia/ethervia/vi"
+)
+
+// waitCond is what a waiting call waits for; ready is called with c.mu
+// held.
+type waitCond interface{ ready() bool }
+
+// wait returns once w is ready. It polls (making progress itself, with no
+// other goroutine involved) for the spin time; then it blocks on the
+// completion queue itself, so that the frame that completes w wakes this
+// very goroutine; a second waiting goroutine sleeps until the first is
+// done. While any call waits, the progress goroutine stays out.
+func (c *Comm) wait(w waitCond) {
+	c.mu.Lock()
+	if w.ready() {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if c.prov == nil {
+		// A world of one: only another goroutine's call can complete w.
+		c.mu.Lock()
+		c.blocked.Add(1)
+		for !w.ready() {
+			c.cond.Wait()
+		}
+		c.blocked.Add(-1)
+		c.mu.Unlock()
+		return
+	}
+	c.pollers.Add(1)
+	defer c.donePolling()
+	for {
+		if c.cfg.spin > 0 {
+			start := c.nanos()
+			for {
+				c.mu.Lock()
+				c.progressFor(w)
+				ok := w.ready()
+				c.mu.Unlock()
+				if ok {
+					return
+				}
+				if c.nanos()-start > int64(c.cfg.spin) {
+					break
+				}
+				if c.cfg.yield {
+					runtime.Gosched()
+				}
+			}
+		}
+		c.mu.Lock()
+		if w.ready() {
+			c.mu.Unlock()
+			return
+		}
+		if c.leader || c.stopped.Load() {
+			// Another call waits on the queue and wakes us when it
+			// is done or something changed.
+			c.blocked.Add(1)
+			c.cond.Wait()
+			c.blocked.Add(-1)
+			ok := w.ready()
+			c.mu.Unlock()
+			if ok {
+				return
+			}
+			continue
+		}
+		c.leader = true
+		c.mu.Unlock()
+		c.leaderCtx.deadline = time.Now().Add(bgBlock)
+		comp, err := c.cq.Wait(&c.leaderCtx)
+		c.mu.Lock()
+		c.leader = false
+		if err == nil {
+			c.handle(comp)
+		}
+		c.progressFor(w)
+		ok := w.ready()
+		if c.blocked.Load() > 0 && (c.changed || c.timed > 0 || ok) {
+			// Results for the sleepers, or the queue is theirs now.
+			c.changed = false
+			c.cond.Broadcast()
+		}
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+}
+
+// donePolling ends a wait. The progress goroutine is not woken: it takes
+// over by itself once no call has waited for bgGrace, so a program that
+// calls often never pays for a goroutine wake-up.
+func (c *Comm) donePolling() {
+	c.lastPoll.Store(c.nanos())
+	c.pollers.Add(-1)
+}
+
+// progressLocked takes the completions waiting (which makes the provider
+// progress) and handles them. c.mu is held.
+func (c *Comm) progressLocked() { c.progressFor(nil) }
+
+// progressFor is progressLocked for a waiter: it stops as soon as w is
+// ready, since asking the completion queue for more when it is empty polls
+// the device, a system call the waiter does not need to wait for.
+func (c *Comm) progressFor(w waitCond) {
+	if c.prov == nil || c.stopped.Load() {
+		return
+	}
+	for k := 0; k < 256; k++ {
+		comp, ok := c.cq.Done()
+		if !ok {
+			break
+		}
+		c.handle(comp)
+		if w != nil && w.ready() {
+			break
+		}
+	}
+	if c.unconnected > 0 {
+		if now := c.nanos(); now-c.lastConnPoll >= connPollEvery {
+			c.lastConnPoll = now
+			c.pollConnRequests()
+			c.checkAwaiting(now)
+		}
+	}
+	if c.changed {
+		c.changed = false
+		if c.blocked.Load() > 0 {
+			c.cond.Broadcast()
+		}
+	}
+}
+
+// handle takes the descriptor a completion names and acts on it.
+func (c *Comm) handle(comp vi.Completion) {
+	id := int(comp.VI.ID())
+	if id >= len(c.byVI) || c.byVI[id] == nil || c.byVI[id].v != comp.VI {
+		return
+	}
+	p := c.byVI[id]
+	if comp.Recv {
+		if d, ok := p.v.RecvDone(); ok {
+			c.onRecv(p, d)
+		}
+		return
+	}
+	if d, ok := p.v.SendDone(); ok {
+		c.onSend(p, d)
+	}
+}
+
+// background is the progress goroutine: when no call has waited for
+// bgGrace, it waits on the completion queue and handles what completes, so
+// nonblocking operations advance while the user computes. While calls wait
+// it only looks at the clock now and then, so it never slows them.
+func (c *Comm) background() {
+	defer close(c.bgDone)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		if c.stopped.Load() {
+			return
+		}
+		if c.pollers.Load() > 0 || c.nanos()-c.lastPoll.Load() < int64(bgGrace) {
+			t.Reset(bgGrace)
+			select {
+			case <-t.C:
+			case <-c.bgStop:
+				return
+			}
+			continue
+		}
+		c.bgCtx.deadline = time.Now().Add(bgBlock)
+		comp, err := c.cq.Wait(&c.bgCtx)
+		if c.stopped.Load() {
+			return
+		}
+		c.mu.Lock()
+		if err == nil {
+			c.handle(comp)
+		}
+		c.progressLocked()
+		if c.timed > 0 && c.blocked.Load() > 0 {
+			c.cond.Broadcast() // waiters with deadlines look at the clock
+		}
+		c.mu.Unlock()
+	}
+}
+
+// pollCtx is the progress goroutine's context for cq.Wait: a deadline it
+// moves before every wait, without allocating a context each time.
+type pollCtx struct {
+	deadline time.Time
+	done     chan struct{}
+}
+
+func (p *pollCtx) Deadline() (time.Time, bool) { return p.deadline, true }
+func (p *pollCtx) Done() <-chan struct{}       { return p.done }
+func (p *pollCtx) Value(any) any               { return nil }
+
+func (p *pollCtx) Err() error {
+	select {
+	case <-p.done:
+		return context.Canceled
+	default:
+	}
+	if !time.Now().Before(p.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}

@@ -1,0 +1,328 @@
+package mplite_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+func pattern(n, seed int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + seed*13 + i>>8)
+	}
+	return b
+}
+
+// Past the unexpected bound, receive buffers are held and the sender is
+// throttled by credits: nothing is lost, and the memory held stays within
+// the bound.
+func TestUnexpectedBoundThrottles(t *testing.T) {
+	const (
+		limit = 10000
+		n     = 300
+		size  = 1000
+		depth = 8
+	)
+	opts := []mplite.Option{mplite.WithUnexpectedLimit(limit), mplite.WithRecvDepth(depth)}
+	throttled := make(chan struct{})
+	checked := make(chan struct{})
+	noErrors(t, runWorld(t, 2, 30*time.Second, opts, func(c *mplite.Comm) error {
+		switch c.Rank() {
+		case 1:
+			reqs := make([]*mplite.Request, n)
+			for i := range reqs {
+				r, err := c.Isend(pattern(size, i), 0, i)
+				if err != nil {
+					return err
+				}
+				reqs[i] = r
+			}
+			<-throttled
+			// Room on the way: the bound, the held receive buffers and
+			// the send buffers. The last send cannot have gone.
+			if done, _, err := reqs[n-1].Test(); done || err != nil {
+				return fmt.Errorf("the last of %d sends completed while the receiver held everything (%v)", n, err)
+			}
+			close(checked)
+			return mplite.Waitall(reqs...)
+		case 0:
+			for deadline := time.Now().Add(20 * time.Second); c.Stats().Held < depth; {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("never held a receive buffer: %+v", c.Stats())
+				}
+				if _, _, err := c.Iprobe(1, n-1); err != nil {
+					return err
+				}
+				runtime.Gosched()
+			}
+			close(throttled)
+			<-checked
+			buf := make([]byte, size)
+			for i := 0; i < n; i++ {
+				st, err := c.Recv(buf, 1, i)
+				if err != nil {
+					return err
+				}
+				if st.Count != size || !bytes.Equal(buf, pattern(size, i)) {
+					return fmt.Errorf("message %d: %+v, corrupt", i, st)
+				}
+			}
+			s := c.Stats()
+			if s.UnexpectedPeak > limit+depth*100 {
+				return fmt.Errorf("unexpected messages held %d bytes, bound %d", s.UnexpectedPeak, limit)
+			}
+			if s.UnexpectedBytes != 0 {
+				return fmt.Errorf("%d unexpected bytes left after receiving everything", s.UnexpectedBytes)
+			}
+		}
+		return nil
+	}))
+}
+
+// An unexpected handshake message costs only its envelope until its
+// receive is posted; the data then moves once, into the user's buffer.
+func TestUnexpectedLargeNotCopied(t *testing.T) {
+	const n = 3 << 20
+	noErrors(t, runWorld(t, 2, 30*time.Second, nil, func(c *mplite.Comm) error {
+		if c.Rank() == 0 {
+			return c.Send(pattern(n, 1), 1, 4)
+		}
+		st, err := c.Probe(0, 4)
+		if err != nil {
+			return err
+		}
+		if st.Count != n {
+			return fmt.Errorf("probe: %+v", st)
+		}
+		if s := c.Stats(); s.UnexpectedBytes > 1000 || s.HandshakeReceived != 1 {
+			return fmt.Errorf("an unexpected %d-byte handshake message holds %d bytes (stats %+v)", n, s.UnexpectedBytes, s)
+		}
+		buf := make([]byte, n)
+		if _, err := c.Recv(buf, 0, 4); err != nil {
+			return err
+		}
+		if !bytes.Equal(buf, pattern(n, 1)) {
+			return errors.New("data corrupt")
+		}
+		if s := c.Stats(); s.UnexpectedPeak > 1000 {
+			return fmt.Errorf("peak unexpected bytes %d", s.UnexpectedPeak)
+		}
+		return nil
+	}))
+}
+
+// Real overlap: rank 1 posts a receive and then computes without calling
+// mplite; rank 0's handshake send can only finish if rank 1's progress
+// goroutine answers the RTS and takes the data.
+func TestProgressWhileComputing(t *testing.T) {
+	const n = 2 << 20
+	sent := make(chan struct{})
+	noErrors(t, runWorld(t, 2, 30*time.Second, nil, func(c *mplite.Comm) error {
+		if c.Rank() == 0 {
+			r, err := c.Isend(pattern(n, 3), 1, 1)
+			if err != nil {
+				return err
+			}
+			if _, err := r.Wait(); err != nil {
+				return err
+			}
+			close(sent)
+			return nil
+		}
+		buf := make([]byte, n)
+		r, err := c.Irecv(buf, 0, 1)
+		if err != nil {
+			return err
+		}
+		<-sent // "computing": no mplite call until the sender is done
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			// The data is placed and completed by the progress goroutine,
+			// so Test finds it done without blocking.
+			done, st, err := r.Test()
+			if err != nil {
+				return err
+			}
+			if done {
+				if st.Count != n || !bytes.Equal(buf, pattern(n, 3)) {
+					return fmt.Errorf("received %+v, corrupt", st)
+				}
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return errors.New("receive never completed")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}))
+}
+
+// Every rank sends to every other as its first operation: simultaneous
+// first connections must resolve to one connection per pair, over a lossy
+// switch, for several seeds.
+func TestSimultaneousFirstSends(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		opts := []mplite.Option{mplite.WithLocalFaults(seed, memnic.Faults{Loss: 0.05, Reorder: 0.02})}
+		noErrors(t, runWorld(t, 6, 30*time.Second, opts, func(c *mplite.Comm) error {
+			var reqs []*mplite.Request
+			bufs := make([][]byte, c.Size())
+			for p := 0; p < c.Size(); p++ {
+				if p == c.Rank() {
+					continue
+				}
+				bufs[p] = make([]byte, 100)
+				r, err := c.Irecv(bufs[p], p, 9)
+				if err != nil {
+					return err
+				}
+				s, err := c.Isend(pattern(100, c.Rank()), p, 9)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, r, s)
+			}
+			if err := mplite.Waitall(reqs...); err != nil {
+				return err
+			}
+			for p, b := range bufs {
+				if b != nil && !bytes.Equal(b, pattern(100, p)) {
+					return fmt.Errorf("from %d: corrupt", p)
+				}
+			}
+			return nil
+		}))
+	}
+}
+
+// Operations after Finalize, and a second Finalize, fail with
+// ErrFinalized; bad ranks and tags are refused.
+func TestArgumentsAndFinalized(t *testing.T) {
+	comms, err := mplite.NewLocalWorld(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := comms[0]
+	if err := c.Send(nil, 1, 0); !errors.Is(err, mplite.ErrRank) {
+		t.Errorf("send to rank 1 of 1: %v", err)
+	}
+	if err := c.Send(nil, 0, -1); !errors.Is(err, mplite.ErrTag) {
+		t.Errorf("send with tag -1: %v", err)
+	}
+	if _, err := c.Recv(nil, -2, 0); !errors.Is(err, mplite.ErrRank) {
+		t.Errorf("receive from -2: %v", err)
+	}
+	if _, err := c.Irecv(nil, 0, -5); !errors.Is(err, mplite.ErrTag) {
+		t.Errorf("receive with tag -5: %v", err)
+	}
+	r, err := c.Irecv(make([]byte, 4), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(); !errors.Is(err, mplite.ErrFinalized) {
+		t.Errorf("receive pending at Finalize: %v", err)
+	}
+	if err := c.Finalize(); !errors.Is(err, mplite.ErrFinalized) {
+		t.Errorf("second Finalize: %v", err)
+	}
+	if err := c.Send(nil, 0, 0); !errors.Is(err, mplite.ErrFinalized) {
+		t.Errorf("send after Finalize: %v", err)
+	}
+}
+
+// allocsPerRun is testing.AllocsPerRun without its GOMAXPROCS(1): with one
+// P the two ranks could not poll at once and would block.
+func allocsPerRun(runs int, f func()) float64 {
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < runs; i++ {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64((after.Mallocs - before.Mallocs) / uint64(runs))
+}
+
+// The eager hot path (Send, Recv, Sendrecv of short messages, and Isend,
+// Irecv and Wait apart from the Request itself) allocates nothing.
+func TestEagerHotPathAllocatesNothing(t *testing.T) {
+	for _, size := range []int{1, mplite.DefaultEagerLimit} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := comms[0], comms[1]
+			echoed := make(chan error, 1)
+			go func() {
+				buf := make([]byte, size)
+				for {
+					st, err := b.Recv(buf, 0, mplite.AnyTag)
+					if err == nil && st.Tag == 1 {
+						echoed <- b.Finalize()
+						return
+					}
+					if err == nil {
+						err = b.Send(buf[:st.Count], 0, 0)
+					}
+					if err != nil {
+						echoed <- err
+						return
+					}
+				}
+			}()
+			out, in := make([]byte, size), make([]byte, size)
+			round := func() {
+				if err := a.Send(out, 1, 0); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Recv(in, 1, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := 0; i < 200; i++ {
+				round()
+			}
+			if n := allocsPerRun(500, round); n != 0 {
+				t.Errorf("a %d-byte Send+Recv round allocates %v times", size, n)
+			}
+			if n := allocsPerRun(500, func() {
+				if _, err := a.Sendrecv(out, 1, 0, in, 1, 0); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("a %d-byte Sendrecv allocates %v times", size, n)
+			}
+			if n := allocsPerRun(500, func() {
+				r, _ := a.Irecv(in, 1, 0)
+				s, _ := a.Isend(out, 1, 0)
+				if _, err := s.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Wait(); err != nil {
+					t.Fatal(err)
+				}
+			}); n > 2 {
+				t.Errorf("a %d-byte Isend+Irecv+Wait round allocates %v times, want the two Requests only", size, n)
+			}
+			if err := a.Send(nil, 1, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Finalize(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-echoed; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package mplite
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// The envelope opens every VI send of mplite (the payload of the VI
+// message, after the VI layer's own header). All fields are big endian.
+//
+//	0  1  type (msgEager ... msgFinAck)
+//	1  1  flags, zero
+//	2  2  communicator context id
+//	4  4  tag (0 .. MaxTag)
+//	8  8  length: eager: payload bytes; RTS: message bytes; CTS, Done: granted bytes
+//	16 4  send id: the sender's request (RTS, CTS, Done)
+//	20 4  receive id: the receiver's request (CTS, Done), also the immediate
+//	      data of the final RDMA write
+//	24 4  rkey: the handle of the receive buffer (CTS)
+//	28 4  zero
+//	32 8  raddr: the offset of the receive buffer in its region (CTS)
+//	40 -  eager payload
+const envLen = 40
+
+// Message types.
+const (
+	msgEager  = 1 // data follows the envelope
+	msgRTS    = 2 // request to send a handshake message
+	msgCTS    = 3 // clear to send, with the receive buffer's handle
+	msgDone   = 4 // the sender finished a handshake with nothing to write
+	msgFin    = 5 // Finalize: this rank sends nothing more on the connection
+	msgFinAck = 6 // the answer to msgFin
+)
+
+// MaxTag is the largest tag.
+const MaxTag = math.MaxInt32
+
+// maxMessage bounds the length field, far above anything a rank can hold.
+const maxMessage = 1 << 48
+
+// errEnvelope reports a malformed envelope.
+var errEnvelope = errors.New("mplite: malformed envelope")
+
+// envelope is a decoded envelope.
+type envelope struct {
+	typ    uint8
+	ctx    uint16
+	tag    int
+	length int
+	sendID uint32
+	recvID uint32
+	rkey   uint32
+	raddr  uint64
+}
+
+// putEnvelope writes e into b[:envLen].
+func putEnvelope(b []byte, e *envelope) {
+	_ = b[envLen-1]
+	b[0] = e.typ
+	b[1] = 0
+	binary.BigEndian.PutUint16(b[2:], e.ctx)
+	binary.BigEndian.PutUint32(b[4:], uint32(e.tag))
+	binary.BigEndian.PutUint64(b[8:], uint64(e.length))
+	binary.BigEndian.PutUint32(b[16:], e.sendID)
+	binary.BigEndian.PutUint32(b[20:], e.recvID)
+	binary.BigEndian.PutUint32(b[24:], e.rkey)
+	binary.BigEndian.PutUint32(b[28:], 0)
+	binary.BigEndian.PutUint64(b[32:], e.raddr)
+}
+
+// parseEnvelope decodes the envelope of a received VI message msg (its
+// whole length) and checks it against the eager limit. It does not
+// allocate when msg is well formed.
+func parseEnvelope(msg []byte, eagerLimit int, e *envelope) error {
+	if len(msg) < envLen {
+		return fmt.Errorf("%w: %d bytes", errEnvelope, len(msg))
+	}
+	e.typ = msg[0]
+	if msg[1] != 0 || binary.BigEndian.Uint32(msg[28:]) != 0 {
+		return fmt.Errorf("%w: reserved bits set", errEnvelope)
+	}
+	e.ctx = binary.BigEndian.Uint16(msg[2:])
+	tag := binary.BigEndian.Uint32(msg[4:])
+	if tag > MaxTag {
+		return fmt.Errorf("%w: tag %d", errEnvelope, tag)
+	}
+	e.tag = int(tag)
+	n := binary.BigEndian.Uint64(msg[8:])
+	if n > maxMessage {
+		return fmt.Errorf("%w: length %d", errEnvelope, n)
+	}
+	e.length = int(n)
+	e.sendID = binary.BigEndian.Uint32(msg[16:])
+	e.recvID = binary.BigEndian.Uint32(msg[20:])
+	e.rkey = binary.BigEndian.Uint32(msg[24:])
+	e.raddr = binary.BigEndian.Uint64(msg[32:])
+	switch e.typ {
+	case msgEager:
+		if e.length > eagerLimit || len(msg) != envLen+e.length {
+			return fmt.Errorf("%w: eager length %d in a %d-byte message", errEnvelope, e.length, len(msg))
+		}
+		return nil
+	case msgRTS:
+		if e.length <= eagerLimit || e.sendID == 0 {
+			return fmt.Errorf("%w: RTS of %d bytes, send id %d", errEnvelope, e.length, e.sendID)
+		}
+	case msgCTS:
+		if e.sendID == 0 || e.recvID == 0 {
+			return fmt.Errorf("%w: CTS with ids %d/%d", errEnvelope, e.sendID, e.recvID)
+		}
+	case msgDone:
+		if e.recvID == 0 {
+			return fmt.Errorf("%w: Done without a receive id", errEnvelope)
+		}
+	case msgFin, msgFinAck:
+	default:
+		return fmt.Errorf("%w: type %d", errEnvelope, e.typ)
+	}
+	if len(msg) != envLen {
+		return fmt.Errorf("%w: type %d with %d bytes", errEnvelope, e.typ, len(msg))
+	}
+	return nil
+}
