@@ -212,10 +212,31 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			failed = append(failed, "job: "+context.DeadlineExceeded.Error())
 		}
 	}
+	if o.drop > 0 {
+		reportFaults(tb, o, stderr)
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("mprun: %d rank(s) failed: %s", len(failed), strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// reportFaults prints what the switch's fault injectors did, so a lossy run
+// shows that frames really were lost.
+func reportFaults(tb *testbed.Testbed, o options, stderr io.Writer) {
+	var sum bpf.FaultCounters
+	for h := 0; h < o.np; h++ {
+		for r := 0; r < o.nics; r++ {
+			c, err := tb.FaultCounters(h, r)
+			if err != nil {
+				fmt.Fprintf(stderr, "mprun: fault counters of host %d rail %d: %v\n", h, r, err)
+				continue
+			}
+			sum.Seen += c.Seen
+			sum.Dropped += c.Dropped
+		}
+	}
+	fmt.Fprintf(stderr, "mprun: -drop %v: the switch dropped %d of %d Ethervia frames\n", o.drop, sum.Dropped, sum.Seen)
 }
 
 // jobEnv returns each rank's bootstrap environment.

@@ -1,0 +1,82 @@
+// Command mpitest runs mplite's MPI-semantics suite as one rank of a real
+// job: start it under mprun or MPICH's Hydra (mpiexec), once per host. The
+// end-to-end tests in test/ drive it.
+//
+//	mprun -np 4 -- mpitest [-max BYTES] [-isends N] [-only a,b] [-early-exit]
+//
+// Every rank prints "mpitest: rank R of N: ok" when its checks pass and
+// exits 0; a failing rank prints the failure and exits 1. With -early-exit
+// the last rank exits at once without Finalize, while the others must see an
+// error naming it (within -peer-timeout) and then exit 0.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+	"github.com/ethervia/ethervia/mplite/internal/mpitest"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("mpitest", flag.ContinueOnError)
+	maxSize := fs.Int("max", 64<<20, "largest message of the size sweep, in bytes")
+	isends := fs.Int("isends", 1000, "outstanding Isends in the many-isends check")
+	only := fs.String("only", "", "comma-separated checks to run (default: all)")
+	eager := fs.Int("eager", mplite.DefaultEagerLimit, "eager limit in bytes")
+	early := fs.Bool("early-exit", false, "run the early-exit check instead: the last rank dies")
+	peerTimeout := fs.Duration("peer-timeout", 2*time.Second, "how long a silent peer lives")
+	verbose := fs.Bool("v", false, "log each check")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	start := time.Now()
+	c, err := mplite.Init(mplite.WithEagerLimit(*eager), mplite.WithPeerTimeout(*peerTimeout))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mpitest: init: %v\n", err)
+		return 1
+	}
+	who := fmt.Sprintf("rank %d of %d", c.Rank(), c.Size())
+	if *early {
+		last := c.Size() - 1
+		err := mpitest.EarlyExit(c, func() {
+			// Vanish: no Finalize, no goodbye on the wire.
+			fmt.Printf("mpitest: %s: exiting early\n", who)
+			os.Exit(0)
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
+			return 1
+		}
+		// Finalize cannot synchronise with a dead rank; it must say so
+		// rather than hang.
+		ferr := c.Finalize()
+		fmt.Printf("mpitest: %s: saw rank %d die after %v; finalize: %v\n", who, last, time.Since(start).Round(time.Millisecond), ferr)
+		return 0
+	}
+	cfg := mpitest.Config{EagerLimit: *eager, MaxSize: *maxSize, Isends: *isends}
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
+	if *verbose {
+		cfg.Log = func(format string, a ...any) { fmt.Printf("mpitest: "+who+": "+format+"\n", a...) }
+	}
+	if err := mpitest.Run(c, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
+		c.Close()
+		return 1
+	}
+	if err := c.Finalize(); err != nil {
+		fmt.Fprintf(os.Stderr, "mpitest: %s: finalize: %v\n", who, err)
+		return 1
+	}
+	fmt.Printf("mpitest: %s: ok in %v\n", who, time.Since(start).Round(time.Millisecond))
+	return 0
+}

@@ -1,0 +1,141 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/testbed"
+)
+
+// run runs a command with a deadline and returns its combined output.
+func run(t *testing.T, limit time.Duration, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s %s: %v after %v", name, strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond))
+	return out.String(), err
+}
+
+// wantOK checks that each of the first ranks ranks of a job of size ranks
+// printed one line matching pattern (formatted with the rank and the size).
+func wantOK(t *testing.T, out string, ranks, size int, pattern string) {
+	t.Helper()
+	for r := 0; r < ranks; r++ {
+		re := regexp.MustCompile(fmt.Sprintf(pattern, r, size))
+		if got := len(re.FindAllString(out, -1)); got != 1 {
+			t.Errorf("rank %d: %d lines matching %q, want 1", r, got, re)
+		}
+	}
+}
+
+// TestMPLiteSuiteMprun runs the MPI-semantics suite (order, wildcards,
+// truncation, zero-length and self sends, sizes around the eager limit up
+// to 64 MiB, 1000 Isends, bidirectional large exchange, unexpected large
+// messages, AnySource fairness, Probe) as 4 processes under mprun, on a
+// clean switch and on one that drops 5 % of the frames.
+func TestMPLiteSuiteMprun(t *testing.T) {
+	needRoot(t)
+	for _, tc := range []struct {
+		driver string
+		drop   string
+	}{
+		{"afpacket", "0"},
+		{"afpacket", "0.05"},
+		{"afxdp", "0.05"},
+	} {
+		t.Run(tc.driver+"/drop="+tc.drop, func(t *testing.T) {
+			out, err := run(t, 4*time.Minute, built.path("mprun"), "-np", "4", "-driver", tc.driver, "-drop", tc.drop,
+				"-timeout", "3m", "--", built.path("mpitest"))
+			if err != nil {
+				t.Fatalf("mprun failed: %v\n%s", err, out)
+			}
+			wantOK(t, out, 4, 4, `\[%d\] mpitest: rank %[1]d of %d: ok`)
+			if tc.drop != "0" {
+				m := regexp.MustCompile(`the switch dropped (\d+) of (\d+) Ethervia frames`).FindStringSubmatch(out)
+				if m == nil {
+					t.Fatalf("no fault report in mprun's output:\n%s", out)
+				}
+				dropped, _ := strconv.Atoi(m[1])
+				seen, _ := strconv.Atoi(m[2])
+				t.Logf("switch dropped %d of %d frames", dropped, seen)
+				if dropped == 0 || float64(dropped) < 0.02*float64(seen) {
+					t.Errorf("-drop %s dropped %d of %d frames: the faults did not happen", tc.drop, dropped, seen)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestMPLiteEarlyExitMprun: the last of 4 ranks vanishes (exits without
+// Finalize); each survivor gets an error naming it within the peer timeout,
+// never a hang, and mprun still removes everything it built.
+func TestMPLiteEarlyExitMprun(t *testing.T) {
+	needRoot(t)
+	out, err := run(t, time.Minute, built.path("mprun"), "-np", "4", "-timeout", "45s", "--",
+		built.path("mpitest"), "-early-exit", "-peer-timeout", "1s")
+	if err != nil {
+		t.Fatalf("mprun failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "[3] mpitest: rank 3 of 4: exiting early") {
+		t.Errorf("rank 3 never exited early")
+	}
+	wantOK(t, out, 3, 4, `\[%d\] mpitest: rank %[1]d of %d: saw rank 3 die after`)
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
+
+// TestMPLiteHydra runs the suite under MPICH's Hydra, with the MPMD command
+// line a user writes for a testbed: mpiexec -n 1 ip netns exec H0 PROG :
+// -n 1 ip netns exec H1 PROG ... Ranks come from PMI_RANK and PMI_SIZE.
+func TestMPLiteHydra(t *testing.T) {
+	needRoot(t)
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skipf("SKIPPED: MPICH's Hydra (mpiexec.hydra, Debian package mpich) is not installed: %v", err)
+	}
+	const n = 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	tb, err := testbed.NewContext(ctx, testbed.Config{Hosts: n, Rails: 1, Topology: testbed.Switch, Name: "hydra"})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	job := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffff|1, 10)
+	args := []string{"-genv", "MPLITE_IFACES", tb.Host(0).Ifaces[0], "-genv", "MPLITE_JOB", job}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			args = append(args, ":")
+		}
+		args = append(args, "-n", "1", "ip", "netns", "exec", tb.Host(i).Name, built.path("mpitest"), "-max", "8388608")
+	}
+	out, err := run(t, 3*time.Minute, hydra, args...)
+	if err != nil {
+		t.Fatalf("mpiexec failed: %v\n%s", err, out)
+	}
+	wantOK(t, out, n, n, `mpitest: rank %d of %d: ok`)
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}
