@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ type options struct {
 	ethertype          uint
 	seed               uint64
 	progress           string
+	cpuprofile         string
 	set                map[string]bool
 	rateBits           uint64
 	isRoot             bool
@@ -99,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.UintVar(&o.job, "job", 0, "job key in every frame (default: random)")
 	fs.UintVar(&o.ethertype, "ethertype", nic.DefaultEtherType, "EtherType of every frame")
 	fs.Uint64Var(&o.seed, "seed", 1, "-mem only: seed of memnic's faults")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (both ends with -local and -mem) to FILE")
 	fs.StringVar(&o.progress, "progress", "auto", "progress bar on stderr: auto (only on a terminal)|on|off")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -293,6 +296,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer env.close()
+	if o.cpuprofile != "" {
+		stop, err := startCPUProfile(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	// np.out is written as points arrive, as NetPIPE does, so a long run
 	// that is interrupted keeps what it measured.
@@ -515,4 +525,21 @@ func (e *environment) run(ctx context.Context, mod netpipe.Module, cfg netpipe.C
 	mu.Lock()
 	defer mu.Unlock()
 	return pts, first
+}
+
+// startCPUProfile profiles the whole process (with -local and -mem, both
+// ends) until the returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
