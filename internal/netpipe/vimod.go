@@ -15,8 +15,10 @@ import (
 
 // VIModule is the "vi" module: one reliable-delivery VI connection over the
 // first link, MP_Lite's eager path. A message goes out as one or more send
-// descriptors over a registered staging ring it is copied into, and lands
-// in pre-posted receive descriptors whose buffers are copied out, so a
+// descriptors straight from the message buffer, which is registered once
+// (as a VI program sends from registered memory), and lands in pre-posted
+// receive descriptors whose buffers are copied out (the message arrives
+// before Recv names its buffer), so a
 // sender always has credit and the connection never waits for a post.
 type VIModule struct{}
 
@@ -73,8 +75,14 @@ type viConn struct {
 	cq    *vi.CQ
 	chunk int
 
-	sendArea, recvArea []byte
-	sendH, recvH       descriptors.MemHandle
+	ptag     vi.PTag
+	recvArea []byte
+	recvH    descriptors.MemHandle
+	// msgBuf is the registered message buffer sends go out from: the
+	// benchmark reuses one buffer per size, so it is registered again
+	// only when the buffer grows.
+	msgBuf []byte
+	msgH   descriptors.MemHandle
 	sds, rds           []descriptors.Descriptor
 	sNext, sDone       int // send slots: next to post, oldest in flight
 	recvReady          int // receive completions taken from the CQ, not yet fetched
@@ -95,18 +103,15 @@ func (c *viConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration) 
 	if err != nil {
 		return fmt.Errorf("vi: %w", err)
 	}
-	c.sendArea = make([]byte, viSlots*c.chunk)
+	c.ptag = ptag
 	c.recvArea = make([]byte, viSlots*c.chunk)
-	if c.sendH, err = c.p.RegisterMemory(c.sendArea, ptag, 0); err != nil {
-		return fmt.Errorf("vi: register send ring: %w", err)
-	}
 	if c.recvH, err = c.p.RegisterMemory(c.recvArea, ptag, 0); err != nil {
 		return fmt.Errorf("vi: register receive ring: %w", err)
 	}
 	c.sds = make([]descriptors.Descriptor, viSlots)
 	c.rds = make([]descriptors.Descriptor, viSlots)
 	for i := range viSlots {
-		c.sds[i].Segments = []descriptors.Segment{{Handle: c.sendH}}
+		c.sds[i].Segments = make([]descriptors.Segment, 1)
 		c.rds[i].Segments = []descriptors.Segment{{Buf: c.recvSlot(i), Handle: c.recvH}}
 		// Posted before connecting: every one is a credit from the start.
 		if err := c.v.PostRecv(&c.rds[i]); err != nil {
@@ -135,8 +140,8 @@ func (c *viConn) recvSlot(i int) []byte {
 	return c.recvArea[i*c.chunk : (i+1)*c.chunk : (i+1)*c.chunk]
 }
 
-// Send implements Conn. It returns once every chunk is posted; the
-// staging copy makes msg reusable at once.
+// Send implements Conn. It returns once every chunk has completed, so msg
+// may be reused.
 func (c *viConn) Send(ctx context.Context, msg []byte) error { return c.exchange(ctx, msg, nil, true) }
 
 // Recv implements Conn.
@@ -154,10 +159,40 @@ func chunks(n, chunk int) int {
 	return (n + chunk - 1) / chunk
 }
 
+// sendHandle returns the handle of the registered memory under out,
+// registering out's whole backing array when it is not registered yet. No
+// send is in flight when it is called: exchange waits for them all.
+func (c *viConn) sendHandle(out []byte) (descriptors.MemHandle, error) {
+	if len(out) == 0 {
+		return 0, nil
+	}
+	base := out[:cap(out)]
+	if len(c.msgBuf) >= len(base) && &c.msgBuf[0] == &base[0] {
+		return c.msgH, nil
+	}
+	if c.msgBuf != nil {
+		if err := c.p.DeregisterMemory(c.msgH); err != nil {
+			return 0, fmt.Errorf("vi: deregister the old message buffer: %w", err)
+		}
+		c.msgBuf = nil
+	}
+	h, err := c.p.RegisterMemory(base, c.ptag, 0)
+	if err != nil {
+		return 0, fmt.Errorf("vi: register the message buffer: %w", err)
+	}
+	c.msgBuf, c.msgH = base, h
+	return h, nil
+}
+
 func (c *viConn) exchange(ctx context.Context, out, in []byte, send bool) error {
 	toSend, toRecv := 0, 0
+	var h descriptors.MemHandle
 	if send {
 		toSend = chunks(len(out), c.chunk)
+		var err error
+		if h, err = c.sendHandle(out); err != nil {
+			return err
+		}
 	}
 	if in != nil {
 		toRecv = chunks(len(in), c.chunk)
@@ -169,11 +204,9 @@ func (c *viConn) exchange(ctx context.Context, out, in []byte, send bool) error 
 			i := c.sNext % viSlots
 			off := sent * c.chunk
 			n := min(c.chunk, len(out)-off)
-			buf := c.sendArea[i*c.chunk : i*c.chunk+n]
-			copy(buf, out[off:off+n])
 			d := &c.sds[i]
 			d.Reset()
-			d.Segments[0].Buf = buf
+			d.Segments[0] = descriptors.Segment{Buf: out[off : off+n], Handle: h}
 			if err := c.v.PostSend(d); err != nil {
 				return fmt.Errorf("vi: post send: %w", err)
 			}
@@ -203,7 +236,7 @@ func (c *viConn) exchange(ctx context.Context, out, in []byte, send bool) error 
 			}
 			got++
 		}
-		if sent == toSend && got == toRecv {
+		if sent == toSend && got == toRecv && c.sDone == c.sNext {
 			return nil
 		}
 		// Wait for a completion; the provider spins, then blocks. Every
