@@ -1,7 +1,6 @@
 package rdma
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
 	"sync"
@@ -31,10 +30,13 @@ type CacheStats struct {
 	Bytes                   int64
 }
 
+// cacheEntry is a registered buffer. While cached (no users) it sits on
+// the cache's LRU list; the list is intrusive, so a hit allocates nothing.
 type cacheEntry struct {
-	region *Region
-	users  int
-	elem   *list.Element // in lru while cached
+	region     *Region
+	base, end  uintptr
+	users      int
+	prev, next *cacheEntry // LRU links while cached; nil while in use
 }
 
 // Cache looks up a buffer's registration before registering it, so a
@@ -50,7 +52,7 @@ type Cache struct {
 
 	mu      sync.Mutex
 	entries map[uintptr]*cacheEntry // by buffer start address
-	lru     *list.List              // cached entries, most recent at front
+	lru     cacheEntry              // sentinel: lru.next is the most recent
 	bytes   int64
 	stats   CacheStats
 }
@@ -58,14 +60,18 @@ type Cache struct {
 // NewCache returns a cache that registers buffers in t under tag with the
 // given rights, holding at most maxEntries regions and maxBytes bytes.
 func NewCache(t *Table, tag PTag, acc Access, maxEntries int, maxBytes int64) *Cache {
-	return &Cache{table: t, tag: tag, access: acc, maxEntries: maxEntries, maxBytes: maxBytes,
-		entries: make(map[uintptr]*cacheEntry), lru: list.New()}
+	c := &Cache{table: t, tag: tag, access: acc, maxEntries: maxEntries, maxBytes: maxBytes,
+		entries: make(map[uintptr]*cacheEntry)}
+	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	return c
 }
 
 func key(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
 
-// Get returns a region covering buf and marks it in use until Put. Go's
-// collector does not move heap objects, so a buffer's address names it.
+// Get returns a region covering buf and marks it in use until Put. A buffer
+// that starts a registered one, or lies inside one (a slice of it), is a hit.
+// Go's collector does not move heap objects, so a buffer's address names
+// it. A hit allocates nothing.
 func (c *Cache) Get(buf []byte) (*Region, error) {
 	if len(buf) == 0 {
 		return nil, ErrEmpty
@@ -73,8 +79,9 @@ func (c *Cache) Get(buf []byte) (*Region, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := key(buf)
+	end := k + uintptr(len(buf))
 	if e, ok := c.entries[k]; ok {
-		if e.region.Len() >= len(buf) {
+		if end <= e.end {
 			c.stats.Hits++
 			c.use(e)
 			return e.region, nil
@@ -87,13 +94,20 @@ func (c *Cache) Get(buf []byte) (*Region, error) {
 			return nil, err
 		}
 	}
+	for _, e := range c.entries {
+		if k >= e.base && end <= e.end {
+			c.stats.Hits++
+			c.use(e)
+			return e.region, nil
+		}
+	}
 	c.stats.Misses++
 	for c.overBounds(len(buf)) {
-		back := c.lru.Back()
-		if back == nil {
+		back := c.lru.prev
+		if back == &c.lru {
 			return nil, fmt.Errorf("rdma: cache: %d-byte buffer: %w", len(buf), ErrCacheFull)
 		}
-		if err := c.evict(back.Value.(*cacheEntry)); err != nil {
+		if err := c.evict(back); err != nil {
 			return nil, err
 		}
 		c.stats.Evictions++
@@ -102,7 +116,7 @@ func (c *Cache) Get(buf []byte) (*Region, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rdma: cache: %w", err)
 	}
-	e := &cacheEntry{region: r}
+	e := &cacheEntry{region: r, base: k, end: end}
 	c.entries[k] = e
 	c.bytes += int64(len(buf))
 	c.use(e)
@@ -115,22 +129,24 @@ func (c *Cache) overBounds(n int) bool {
 }
 
 func (c *Cache) use(e *cacheEntry) {
-	if e.elem != nil {
-		c.lru.Remove(e.elem)
-		e.elem = nil
-	}
+	c.unlink(e)
 	e.users++
+}
+
+// unlink takes e off the LRU list if it is on it.
+func (c *Cache) unlink(e *cacheEntry) {
+	if e.prev != nil {
+		e.prev.next, e.next.prev = e.next, e.prev
+		e.prev, e.next = nil, nil
+	}
 }
 
 func (c *Cache) evict(e *cacheEntry) error {
 	if err := c.table.Deregister(e.region); err != nil {
 		return fmt.Errorf("rdma: cache: evict: %w", err)
 	}
-	if e.elem != nil {
-		c.lru.Remove(e.elem)
-		e.elem = nil
-	}
-	delete(c.entries, key(e.region.buf))
+	c.unlink(e)
+	delete(c.entries, e.base)
 	c.bytes -= int64(e.region.Len())
 	return nil
 }
@@ -146,7 +162,9 @@ func (c *Cache) Put(r *Region) {
 	}
 	e.users--
 	if e.users == 0 {
-		e.elem = c.lru.PushFront(e)
+		e.prev, e.next = &c.lru, c.lru.next
+		c.lru.next.prev = e
+		c.lru.next = e
 	}
 }
 
@@ -180,8 +198,8 @@ func (c *Cache) Flush() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
-	for c.lru.Len() > 0 {
-		if err := c.evict(c.lru.Back().Value.(*cacheEntry)); err != nil {
+	for c.lru.prev != &c.lru {
+		if err := c.evict(c.lru.prev); err != nil {
 			errs = append(errs, err)
 			break
 		}
