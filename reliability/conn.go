@@ -215,6 +215,26 @@ type Stats struct {
 	Duplicates      uint64 // sequenced frames received again
 	OutOfWindow     uint64 // sequenced frames beyond the receive window
 	StaleAcks       uint64 // acknowledgements of nothing we had sent
+	// Idle counts unsequenced frames that changed nothing: keepalives,
+	// repeated acknowledgements and replays of old ones.
+	Idle uint64
+}
+
+// Add returns s plus o, field by field: a VI sums the counters of its
+// connections.
+func (s Stats) Add(o Stats) Stats {
+	s.FramesSent += o.FramesSent
+	s.Retransmits += o.Retransmits
+	s.Timeouts += o.Timeouts
+	s.FastRetransmits += o.FastRetransmits
+	s.AcksSent += o.AcksSent
+	s.Probes += o.Probes
+	s.FramesAccepted += o.FramesAccepted
+	s.Duplicates += o.Duplicates
+	s.OutOfWindow += o.OutOfWindow
+	s.StaleAcks += o.StaleAcks
+	s.Idle += o.Idle
+	return s
 }
 
 type txSlot struct {
@@ -502,6 +522,9 @@ func (c *Conn) Input(now Time, h *Header) Verdict {
 		return v | Closed
 	}
 	if !h.Kind.Sequenced() {
+		if v == 0 {
+			c.stats.Idle++
+		}
 		return v
 	}
 	if c.cfg.Level.Reliable() {

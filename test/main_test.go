@@ -9,15 +9,43 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
-// bins holds the programs built once for every test in the package.
-type bins struct{ dir string }
+// bins builds the programs the tests run, each once, on first use.
+type bins struct {
+	dir  string
+	mu   sync.Mutex
+	errs map[string]error // built (nil) or failed
+}
 
-func (b bins) path(name string) string { return filepath.Join(b.dir, name) }
+var pkgs = map[string]string{
+	"mprun":   "github.com/ethervia/ethervia/cmd/mprun",
+	"netpipe": "github.com/ethervia/ethervia/cmd/netpipe",
+	"mpitest": "github.com/ethervia/ethervia/mplite/internal/mpitest/cmd/mpitest",
+}
 
-var built bins // set once by TestMain, read-only afterwards
+// path returns the built program, building it first if needed.
+func (b *bins) path(t *testing.T, name string) string {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := filepath.Join(b.dir, name)
+	err, done := b.errs[name]
+	if !done {
+		if cmdOut, berr := exec.Command("go", "build", "-o", out, pkgs[name]).CombinedOutput(); berr != nil {
+			err = fmt.Errorf("building %s: %v\n%s", name, berr, cmdOut)
+		}
+		b.errs[name] = err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var built *bins // set by TestMain before any test runs
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
@@ -29,22 +57,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		for name, pkg := range map[string]string{
-			"mprun":   "github.com/ethervia/ethervia/cmd/mprun",
-			"netpipe": "github.com/ethervia/ethervia/cmd/netpipe",
-			"mpitest": "github.com/ethervia/ethervia/mplite/internal/mpitest/cmd/mpitest",
-		} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				fmt.Fprintf(os.Stderr, "test: building %s: %v\n%s", name, err, out)
-				return 1
-			}
-		}
-		built = bins{dir}
-		return m.Run()
-	}()
+	built = &bins{dir: dir, errs: make(map[string]error)}
+	code := m.Run()
+	os.RemoveAll(dir)
 	os.Exit(code)
 }
 

@@ -57,8 +57,8 @@ func TestMPLiteSuiteMprun(t *testing.T) {
 		{"afxdp", "0.05"},
 	} {
 		t.Run(tc.driver+"/drop="+tc.drop, func(t *testing.T) {
-			out, err := run(t, 4*time.Minute, built.path("mprun"), "-np", "4", "-driver", tc.driver, "-drop", tc.drop,
-				"-timeout", "3m", "--", built.path("mpitest"))
+			out, err := run(t, 4*time.Minute, built.path(t, "mprun"), "-np", "4", "-driver", tc.driver, "-drop", tc.drop,
+				"-timeout", "3m", "--", built.path(t, "mpitest"))
 			if err != nil {
 				t.Fatalf("mprun failed: %v\n%s", err, out)
 			}
@@ -87,8 +87,8 @@ func TestMPLiteSuiteMprun(t *testing.T) {
 // never a hang, and mprun still removes everything it built.
 func TestMPLiteEarlyExitMprun(t *testing.T) {
 	needRoot(t)
-	out, err := run(t, time.Minute, built.path("mprun"), "-np", "4", "-timeout", "45s", "--",
-		built.path("mpitest"), "-early-exit", "-peer-timeout", "1s")
+	out, err := run(t, time.Minute, built.path(t, "mprun"), "-np", "4", "-timeout", "45s", "--",
+		built.path(t, "mpitest"), "-early-exit", "-peer-timeout", "1s")
 	if err != nil {
 		t.Fatalf("mprun failed: %v\n%s", err, out)
 	}
@@ -128,7 +128,7 @@ func TestMPLiteHydra(t *testing.T) {
 		if i > 0 {
 			args = append(args, ":")
 		}
-		args = append(args, "-n", "1", "ip", "netns", "exec", tb.Host(i).Name, built.path("mpitest"), "-max", "8388608")
+		args = append(args, "-n", "1", "ip", "netns", "exec", tb.Host(i).Name, built.path(t, "mpitest"), "-max", "8388608")
 	}
 	out, err := run(t, 3*time.Minute, hydra, args...)
 	if err != nil {

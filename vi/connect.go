@@ -281,6 +281,7 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	for _, v := range p.vis {
 		if v != nil && v.mode == modeServer && v.conn != nil && v.remoteMAC == h.Src && v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm {
 			v.connFrame(reliability.KindConnAccept, v.remoteVI, v.remoteConnID) // our Accept was lost
+			p.stats.RepeatedRequests++
 			return
 		}
 	}
@@ -295,10 +296,12 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	for _, q := range p.connReqs {
 		if q.remoteMAC == h.Src && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
 			q.at = now
+			p.stats.RepeatedRequests++
 			return
 		}
 	}
 	if len(p.connReqs) >= maxConnReqs || h.Imm == 0 {
+		p.stats.RefusedRequests++
 		return
 	}
 	p.connReqs = append(p.connReqs, &ConnRequest{p: p,

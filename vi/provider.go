@@ -88,6 +88,11 @@ type Stats struct {
 	Strays              uint64 // valid frames that match no connection
 	SendErrors          uint64 // frames the device refused
 	RecvErrors          uint64 // device receive calls that failed (not closed)
+	// RepeatedRequests counts connection requests already known (a lost
+	// answer, or a replay): answered again or refreshed, never queued
+	// twice. RefusedRequests counts requests dropped because the queue of
+	// unanswered ones is full or they carry no nonce.
+	RepeatedRequests, RefusedRequests uint64
 	// Memory is the registration table's state and its refused remote
 	// accesses by reason (no region, protection tag, right, bounds).
 	Memory rdma.Stats

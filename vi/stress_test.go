@@ -228,10 +228,10 @@ func runWorkload(t *testing.T, c stressCase, seed uint64, hosts [2]*host) {
 	var st VIStats
 	for i := range vis {
 		s := vis[i][0].Stats()
-		st.Stats = addStats(st.Stats, s.Stats)
+		st.Stats = st.Stats.Add(s.Stats)
 		st.MessagesLost += s.MessagesLost
 		s = vis[i][1].Stats()
-		st.Stats = addStats(st.Stats, s.Stats)
+		st.Stats = st.Stats.Add(s.Stats)
 		st.MessagesLost += s.MessagesLost
 	}
 	got := 0

@@ -242,24 +242,11 @@ func (v *VI) Stats() VIStats {
 	defer v.p.mu.Unlock()
 	s := v.stats
 	if v.conn != nil {
-		s.Stats = addStats(s.Stats, v.conn.Stats())
+		s.Stats = s.Stats.Add(v.conn.Stats())
 	}
 	return s
 }
 
-func addStats(a, b reliability.Stats) reliability.Stats {
-	a.FramesSent += b.FramesSent
-	a.Retransmits += b.Retransmits
-	a.Timeouts += b.Timeouts
-	a.FastRetransmits += b.FastRetransmits
-	a.AcksSent += b.AcksSent
-	a.Probes += b.Probes
-	a.FramesAccepted += b.FramesAccepted
-	a.Duplicates += b.Duplicates
-	a.OutOfWindow += b.OutOfWindow
-	a.StaleAcks += b.StaleAcks
-	return a
-}
 
 // ---- posting ----
 
@@ -676,7 +663,7 @@ func (v *VI) disconnectLocked(now reliability.Time, reason reliability.Reason) {
 			p.sendTx()
 			v.prev = prevConn{remoteMAC: v.remoteMAC, remoteVI: v.remoteVI, localConnID: v.localConnID,
 				remoteConnID: v.remoteConnID, reason: reason}
-			v.stats.Stats = addStats(v.stats.Stats, v.conn.Stats())
+			v.stats.Stats = v.stats.Stats.Add(v.conn.Stats())
 		}
 		v.conn = nil
 		v.state, v.mode, v.err = Idle, modeNone, nil
