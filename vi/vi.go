@@ -247,7 +247,6 @@ func (v *VI) Stats() VIStats {
 	return s
 }
 
-
 // ---- posting ----
 
 func (v *VI) limits() descriptors.Limits {
