@@ -64,7 +64,7 @@ func TestMPLiteSuiteMprun(t *testing.T) {
 			}
 			wantOK(t, out, 4, 4, `\[%d\] mpitest: rank %[1]d of %d: ok`)
 			if tc.drop != "0" {
-				m := regexp.MustCompile(`the switch dropped (\d+) of (\d+) Ethervia frames`).FindStringSubmatch(out)
+				m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(out)
 				if m == nil {
 					t.Fatalf("no fault report in mprun's output:\n%s", out)
 				}

@@ -46,6 +46,10 @@ type options struct {
 	np, nics, mtu int
 	rate, driver  string
 	drop          float64
+	corrupt, dup  float64
+	flap          string // AT+FOR: a switch port goes down at AT for FOR
+	flapHost      int
+	railDown      string // R@AT: every port of rail R goes down for good at AT
 	timeout       time.Duration
 	grace         time.Duration
 	hostfile      bool
@@ -61,12 +65,17 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.mtu, "mtu", 1500, "MTU of every link")
 	fs.StringVar(&o.rate, "rate", "", "per-port rate limit, tc style (e.g. 1gbit)")
 	fs.Float64Var(&o.drop, "drop", 0, "probability that a switch port drops an Ethervia frame")
+	fs.Float64Var(&o.corrupt, "corrupt", 0, "probability that a switch port flips a byte of an Ethervia frame")
+	fs.Float64Var(&o.dup, "dup", 0, "probability that a switch port sends an Ethervia frame twice")
+	fs.StringVar(&o.flap, "flap", "", "AT+FOR: take one host's switch port (rail 0) down AT after the start, for FOR (e.g. 2s+1s)")
+	fs.IntVar(&o.flapHost, "flap-host", -1, "the host -flap takes down (default: the last)")
+	fs.StringVar(&o.railDown, "rail-down", "", "R@AT: take every switch port of rail R down for good AT after the start (e.g. 1@3s)")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket or afxdp")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
 	fs.BoolVar(&o.hostfile, "hostfile", false, "also give ranks MPLITE_HOSTFILE with every rank's MACs")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-driver D] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT] [-driver D] -- PROG ARGS...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -84,8 +93,62 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("mprun: unknown -driver %q (afpacket or afxdp)", o.driver)
 	case !(o.drop >= 0 && o.drop <= 1):
 		return o, fmt.Errorf("mprun: -drop %v outside [0, 1]", o.drop)
+	case !(o.corrupt >= 0 && o.corrupt <= 1):
+		return o, fmt.Errorf("mprun: -corrupt %v outside [0, 1]", o.corrupt)
+	case !(o.dup >= 0 && o.dup <= 1):
+		return o, fmt.Errorf("mprun: -dup %v outside [0, 1]", o.dup)
+	}
+	if o.flapHost < 0 {
+		o.flapHost = o.np - 1
+	}
+	if o.flapHost >= o.np {
+		return o, fmt.Errorf("mprun: -flap-host %d: only %d hosts", o.flapHost, o.np)
+	}
+	if _, _, err := parseFlap(o.flap); err != nil {
+		return o, err
+	}
+	if r, _, err := parseRailDown(o.railDown); err != nil {
+		return o, err
+	} else if r >= o.nics {
+		return o, fmt.Errorf("mprun: -rail-down: rail %d, but -nics %d", r, o.nics)
 	}
 	return o, nil
+}
+
+// parseFlap parses -flap's AT+FOR ("" is no flap: FOR 0).
+func parseFlap(s string) (at, dur time.Duration, err error) {
+	if s == "" {
+		return 0, 0, nil
+	}
+	a, f, ok := strings.Cut(s, "+")
+	if ok {
+		at, err = time.ParseDuration(a)
+	}
+	if ok && err == nil {
+		dur, err = time.ParseDuration(f)
+	}
+	if !ok || err != nil || at < 0 || dur <= 0 {
+		return 0, 0, fmt.Errorf("mprun: -flap %q: want AT+FOR, e.g. 2s+1s", s)
+	}
+	return at, dur, nil
+}
+
+// parseRailDown parses -rail-down's R@AT ("" is none: rail -1).
+func parseRailDown(s string) (rail int, at time.Duration, err error) {
+	if s == "" {
+		return -1, 0, nil
+	}
+	r, a, ok := strings.Cut(s, "@")
+	if ok {
+		rail, err = strconv.Atoi(r)
+	}
+	if ok && err == nil {
+		at, err = time.ParseDuration(a)
+	}
+	if !ok || err != nil || rail < 0 || at < 0 {
+		return -1, 0, fmt.Errorf("mprun: -rail-down %q: want RAIL@AT, e.g. 1@3s", s)
+	}
+	return rail, at, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -139,11 +202,12 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			err = fmt.Errorf("mprun: cleanup: %w", cerr)
 		}
 	}()
-	if o.drop > 0 {
+	faults := bpf.FaultConfig{Drop: o.drop, Corrupt: o.corrupt, Duplicate: o.dup}
+	if o.faulty() {
 		for h := 0; h < o.np; h++ {
 			for r := 0; r < o.nics; r++ {
-				if err := tb.SetFault(h, r, bpf.FaultConfig{Drop: o.drop}); err != nil {
-					return fmt.Errorf("mprun: -drop: %w", err)
+				if err := tb.SetFault(h, r, faults); err != nil {
+					return fmt.Errorf("mprun: faults: %w", err)
 				}
 			}
 		}
@@ -181,6 +245,8 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 		rank int
 		err  error
 	}
+	stopEvents := portEvents(tb, o, stderr)
+	defer stopEvents()
 	exits := make(chan exit, o.np)
 	for r, cmd := range cmds {
 		go func() {
@@ -212,7 +278,7 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			failed = append(failed, "job: "+context.DeadlineExceeded.Error())
 		}
 	}
-	if o.drop > 0 {
+	if o.faulty() {
 		reportFaults(tb, o, stderr)
 	}
 	if len(failed) > 0 {
@@ -234,9 +300,48 @@ func reportFaults(tb *testbed.Testbed, o options, stderr io.Writer) {
 			}
 			sum.Seen += c.Seen
 			sum.Dropped += c.Dropped
+			sum.Corrupted += c.Corrupted
+			sum.Duplicated += c.Duplicated
 		}
 	}
-	fmt.Fprintf(stderr, "mprun: -drop %v: the switch dropped %d of %d Ethervia frames\n", o.drop, sum.Dropped, sum.Seen)
+	fmt.Fprintf(stderr, "mprun: faults: the switch dropped %d, corrupted %d and duplicated %d of %d Ethervia frames\n",
+		sum.Dropped, sum.Corrupted, sum.Duplicated, sum.Seen)
+}
+
+func (o options) faulty() bool { return o.drop > 0 || o.corrupt > 0 || o.dup > 0 }
+
+// portEvents schedules -flap and -rail-down; the returned function cancels
+// what has not happened yet.
+func portEvents(tb *testbed.Testbed, o options, stderr io.Writer) func() {
+	var timers []*time.Timer
+	set := func(what string, host, rail int, up bool) {
+		if err := tb.SetPortUp(host, rail, up); err != nil {
+			fmt.Fprintf(stderr, "mprun: %s: host %d rail %d: %v\n", what, host, rail, err)
+			return
+		}
+		state := "down"
+		if up {
+			state = "up"
+		}
+		fmt.Fprintf(stderr, "mprun: %s: switch port of host %d rail %d %s\n", what, host, rail, state)
+	}
+	if at, dur, _ := parseFlap(o.flap); dur > 0 {
+		timers = append(timers,
+			time.AfterFunc(at, func() { set("-flap", o.flapHost, 0, false) }),
+			time.AfterFunc(at+dur, func() { set("-flap", o.flapHost, 0, true) }))
+	}
+	if rail, at, _ := parseRailDown(o.railDown); rail >= 0 {
+		timers = append(timers, time.AfterFunc(at, func() {
+			for h := 0; h < o.np; h++ {
+				set("-rail-down", h, rail, false)
+			}
+		}))
+	}
+	return func() {
+		for _, t := range timers {
+			t.Stop()
+		}
+	}
 }
 
 // jobEnv returns each rank's bootstrap environment.

@@ -122,9 +122,34 @@ func TestBadArguments(t *testing.T) {
 		{"-nics", "9", "--", "true"},
 		{"-driver", "dpdk", "--", "true"},
 		{"-drop", "2", "--", "true"},
+		{"-corrupt", "-0.1", "--", "true"},
+		{"-dup", "1.5", "--", "true"},
+		{"-flap", "2s", "--", "true"},
+		{"-flap", "2s+0s", "--", "true"},
+		{"-flap", "1s+1s", "-flap-host", "5", "--", "true"},
+		{"-rail-down", "1@2s", "--", "true"}, // one rail only
+		{"-rail-down", "x@2s", "-nics", "2", "--", "true"},
 	} {
 		if _, _, code := mprun(t, args...); code != 2 {
 			t.Errorf("mprun %v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// -flap takes the port down and up again, and the faults are reported.
+func TestFlapAndFaultReport(t *testing.T) {
+	needRoot(t)
+	out, errOut, code := mprun(t, "-np", "2", "-corrupt", "0.01", "-dup", "0.01", "-flap", "50ms+200ms", "--", "sh", "-c", "sleep 0.5")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"-flap: switch port of host 1 rail 0 down",
+		"-flap: switch port of host 1 rail 0 up",
+		"mprun: faults: the switch dropped 0, corrupted ",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
 		}
 	}
 }
