@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"sync"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -107,46 +108,105 @@ func (h *Host) Go(fn func() error) <-chan error {
 	return goIn(h.Name, ns, fn)
 }
 
-// Start starts cmd (not yet started) inside the host's namespace: it forks
-// from a locked thread that has entered the namespace, and the child
-// inherits the thread's namespace. The thread returns to its namespace
-// and lives on, so cmd.SysProcAttr.Pdeathsig works as usual. The caller
-// waits for cmd as usual; Close kills the child if it still runs.
+// Start starts cmd (not yet started) inside the host's namespace. Every
+// Start of a testbed forks from one dedicated thread that stays locked, so
+// the runtime never discards it while children run: with
+// cmd.SysProcAttr.Pdeathsig set, a child dies only when that thread does,
+// which is when the testbed closes (or the process exits). Forking from a
+// pooled thread would not do: a later namespace operation may lock that
+// thread and discard it, killing the child. The caller waits for cmd as
+// usual; Close kills the child if it still runs.
 func (h *Host) Start(cmd *exec.Cmd) error {
 	ns, err := h.tb.dup(h.sp)
 	if err != nil {
 		return fmt.Errorf("testbed host %d: %w", h.Index, err)
 	}
 	defer ns.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			// Still in the original namespace, but be safe: the thread
-			// is discarded on return.
-			errc <- fmt.Errorf("testbed host %d: current namespace: %w", h.Index, err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			errc <- fmt.Errorf("testbed host %d: enter namespace %s: %w", h.Index, h.Name, err)
-			return
-		}
-		err = cmd.Start()
-		if rerr := netns.Set(orig); rerr == nil {
-			runtime.UnlockOSThread()
-		}
-		if err != nil {
-			err = fmt.Errorf("testbed host %d: start %s: %w", h.Index, cmd.Path, err)
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		return err
+	req := spawnReq{cmd: cmd, ns: ns, name: h.Name, errc: make(chan error, 1)}
+	if err := h.tb.spawn(req); err != nil {
+		return fmt.Errorf("testbed host %d: %w", h.Index, err)
+	}
+	if err := <-req.errc; err != nil {
+		return fmt.Errorf("testbed host %d: %w", h.Index, err)
 	}
 	h.tb.addProc(cmd.Process)
 	return nil
+}
+
+// spawnReq asks the spawner thread to start cmd inside ns.
+type spawnReq struct {
+	cmd  *exec.Cmd
+	ns   netns.NsHandle
+	name string
+	errc chan error
+}
+
+// spawner is the thread every Start forks from. Its channels are made with
+// the testbed; the thread starts on first use.
+type spawner struct {
+	once sync.Once
+	reqs chan spawnReq
+	quit chan struct{} // closed by Close
+	dead chan struct{} // closed when the thread stops serving
+	err  error         // why the thread could not start
+}
+
+// spawn hands req to the spawner, starting it on first use.
+func (tb *Testbed) spawn(req spawnReq) error {
+	sp := &tb.spawner
+	sp.once.Do(func() {
+		ready := make(chan error, 1)
+		go runSpawner(sp, ready)
+		sp.err = <-ready
+	})
+	if sp.err != nil {
+		return sp.err
+	}
+	select {
+	case sp.reqs <- req:
+		return nil
+	case <-sp.quit:
+		return ErrClosed
+	case <-sp.dead:
+		return errors.New("the spawner thread is gone")
+	}
+}
+
+// runSpawner locks its thread for good and starts commands in the
+// namespaces asked for, returning to its own namespace after each.
+func runSpawner(sp *spawner, ready chan<- error) {
+	defer close(sp.dead)
+	runtime.LockOSThread()
+	// No UnlockOSThread: the thread dies with the goroutine, taking any
+	// child still running (Pdeathsig) with it.
+	orig, err := netns.Get()
+	if err != nil {
+		ready <- fmt.Errorf("current namespace: %w", err)
+		return
+	}
+	defer orig.Close()
+	ready <- nil
+	for {
+		select {
+		case <-sp.quit:
+			return
+		case req := <-sp.reqs:
+			if err := netns.Set(req.ns); err != nil {
+				req.errc <- fmt.Errorf("enter namespace %s: %w", req.name, err)
+				continue
+			}
+			err := req.cmd.Start()
+			if rerr := netns.Set(orig); rerr != nil {
+				// The thread is in the wrong namespace: stop serving.
+				req.errc <- errors.Join(err, fmt.Errorf("return from namespace %s: %w", req.name, rerr))
+				return
+			}
+			if err != nil {
+				err = fmt.Errorf("start %s: %w", req.cmd.Path, err)
+			}
+			req.errc <- err
+		}
+	}
 }
 
 // Run starts cmd in the host's namespace and waits for it. If ctx ends first

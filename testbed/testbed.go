@@ -172,6 +172,7 @@ type Testbed struct {
 	switches []*space // per rail, Switch only
 	faults   map[portKey]*bpf.TCFault
 	procs    []*os.Process
+	spawner  spawner
 }
 
 // space is one namespace the testbed made.
@@ -219,7 +220,8 @@ func NewContext(ctx context.Context, cfg Config) (*Testbed, error) {
 	if err != nil {
 		return nil, err
 	}
-	tb := &Testbed{cfg: cfg, faults: make(map[portKey]*bpf.TCFault)}
+	tb := &Testbed{cfg: cfg, faults: make(map[portKey]*bpf.TCFault),
+		spawner: spawner{reqs: make(chan spawnReq), quit: make(chan struct{}), dead: make(chan struct{})}}
 	if err := tb.build(ctx); err != nil {
 		if cerr := tb.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("testbed: cleanup after failed build: %w", cerr))
@@ -547,6 +549,7 @@ func (tb *Testbed) Close() error {
 		return nil
 	}
 	tb.closed = true
+	close(tb.spawner.quit)
 	var errs []error
 	for _, p := range tb.procs {
 		// A process left running would keep its namespace, and so its

@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -618,6 +620,48 @@ func TestStart(t *testing.T) {
 	}
 	if err := h.Start(exec.Command("/bin/true")); !errors.Is(err, ErrClosed) {
 		t.Errorf("Start after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A child started with Pdeathsig survives the testbed's other namespace
+// work: Do discards the threads it locks, and the child's parent thread must
+// never be one of them.
+func TestStartSurvivesNamespaceWork(t *testing.T) {
+	needRoot(t)
+	tb := build(t, Config{Hosts: 2, Topology: Switch, Name: "pdeath"})
+	var kids []*exec.Cmd
+	for i := range 4 {
+		cmd := exec.Command("/bin/sleep", "30")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := tb.Host(i % 2).Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		kids = append(kids, cmd)
+	}
+	// Many at once, so the runtime reaches for idle threads, the
+	// children's parents among them.
+	for round := range 20 {
+		var wg sync.WaitGroup
+		for i := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := tb.Host(i % 2).Do(func() error { time.Sleep(time.Millisecond); return nil }); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := tb.SetPortUp(0, 0, round%2 == 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	time.Sleep(50 * time.Millisecond)
+	for i, k := range kids {
+		if err := k.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Errorf("child %d died while the testbed worked: %v", i, err)
+		}
 	}
 }
 
