@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"regexp"
@@ -138,4 +139,58 @@ func TestMPLiteHydra(t *testing.T) {
 	if t.Failed() {
 		t.Logf("output:\n%s", out)
 	}
+}
+
+// TestRankKilled: the last of 4 ranks is SIGKILLed mid-exchange. Every other
+// rank reports an error naming it within the peer timeout and exits
+// non-zero, mprun fails, and no namespace or rank process is left behind.
+func TestRankKilled(t *testing.T) {
+	needRoot(t)
+	before := namespaces(t)
+	mpitest := built.path(t, "mpitest")
+	out, err := run(t, time.Minute, built.path(t, "mprun"), "-np", "4", "-timeout", "45s", "-grace", "20s", "--",
+		mpitest, "-sigkill-after", "300ms", "-peer-timeout", "1s")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("mprun: %v, want exit status 1 (ranks failed)", err)
+	}
+	if !strings.Contains(out, "[3] mpitest: rank 3 of 4: SIGKILL to myself") {
+		t.Error("rank 3 never killed itself")
+	}
+	if !strings.Contains(out, "rank 3: signal: killed") {
+		t.Error("mprun did not report rank 3 killed")
+	}
+	wantOK(t, out, 3, 4, `\[%d\] mpitest: rank %[1]d of %d: rank 3 died after \d+ exchanges`)
+	for r := 0; r < 3; r++ {
+		if !strings.Contains(out, fmt.Sprintf("rank %d: exit status 1", r)) {
+			t.Errorf("mprun did not report rank %d failing", r)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+	if left, err := exec.Command("pgrep", "-f", mpitest).Output(); err == nil {
+		t.Errorf("rank processes left behind: %s", left)
+	}
+	for ns := range namespaces(t) {
+		if !before[ns] && strings.Contains(ns, "-mprun-") {
+			t.Errorf("namespace %s left behind", ns)
+		}
+	}
+}
+
+// namespaces lists the named network namespaces.
+func namespaces(t *testing.T) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		t.Fatalf("ip netns list: %v", err)
+	}
+	m := map[string]bool{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 0 {
+			m[f[0]] = true
+		}
+	}
+	return m
 }

@@ -11,10 +11,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ethervia/ethervia/mplite"
@@ -32,6 +34,7 @@ func run(args []string) int {
 	only := fs.String("only", "", "comma-separated checks to run (default: all)")
 	eager := fs.Int("eager", mplite.DefaultEagerLimit, "eager limit in bytes")
 	early := fs.Bool("early-exit", false, "run the early-exit check instead: the last rank dies")
+	kill := fs.Duration("sigkill-after", 0, "instead of the suite: every rank exchanges with the last, which SIGKILLs itself after this long")
 	peerTimeout := fs.Duration("peer-timeout", 2*time.Second, "how long a silent peer lives")
 	verbose := fs.Bool("v", false, "log each check")
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +47,9 @@ func run(args []string) int {
 		return 1
 	}
 	who := fmt.Sprintf("rank %d of %d", c.Rank(), c.Size())
+	if *kill > 0 {
+		return sigkill(c, who, *kill, start)
+	}
 	if *early {
 		last := c.Size() - 1
 		err := mpitest.EarlyExit(c, func() {
@@ -79,4 +85,51 @@ func run(args []string) int {
 	}
 	fmt.Printf("mpitest: %s: ok in %v\n", who, time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// sigkill is the killed-rank run: ranks 0..n-2 exchange messages with the
+// last rank without pause; the last rank serves them and, after the given
+// time, kills itself with SIGKILL mid-exchange. A survivor must get an error
+// naming the dead rank; it reports it and exits 1, as a real program would.
+func sigkill(c *mplite.Comm, who string, after time.Duration, start time.Time) int {
+	last := c.Size() - 1
+	buf := make([]byte, 4096)
+	if c.Rank() == last {
+		deadline := time.Now().Add(after)
+		for peer := 0; ; peer = (peer + 1) % last {
+			if time.Now().After(deadline) {
+				fmt.Printf("mpitest: %s: SIGKILL to myself\n", who)
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+			if _, err := c.Recv(buf, peer, 1); err != nil {
+				fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
+				return 1
+			}
+			if err := c.Send(buf, peer, 2); err != nil {
+				fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
+				return 1
+			}
+		}
+	}
+	var died time.Time
+	for n := 0; ; n++ {
+		err := c.Send(buf, last, 1)
+		if err == nil {
+			_, err = c.Recv(buf, last, 2)
+		}
+		if err == nil {
+			continue
+		}
+		died = time.Now()
+		var pe *mplite.PeerError
+		if !errors.As(err, &pe) || pe.Rank != last {
+			fmt.Fprintf(os.Stderr, "mpitest: %s: after %d exchanges: %v (does not name rank %d)\n", who, n, err, last)
+			return 3
+		}
+		fmt.Printf("mpitest: %s: rank %d died after %d exchanges, noticed at %v: %v\n", who, last, n, died.Sub(start).Round(time.Millisecond), err)
+		break
+	}
+	c.Close()
+	return 1
 }
