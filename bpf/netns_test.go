@@ -101,6 +101,25 @@ func newVethPair(t *testing.T) *vethPair {
 		}
 		*x.idx, *x.mac = l.Attrs().Index, l.Attrs().HardwareAddr
 	}
+	// A veth carries frames only once both ends are operationally up,
+	// which the kernel reports a little after LinkSetUp; frames sent
+	// before are dropped.
+	deadline := time.Now().Add(5 * time.Second)
+	for _, x := range []struct {
+		h    *netlink.Handle
+		name string
+	}{{hA, p.nameA}, {hB, p.nameB}} {
+		for {
+			l, err := x.h.LinkByName(x.name)
+			if err == nil && l.Attrs().OperState == netlink.OperUp {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("link %s not operationally up after 5s (%v)", x.name, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	return p
 }
 

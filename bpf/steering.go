@@ -45,6 +45,12 @@ type SteeringCounters struct {
 	// Passed counts foreign frames (other EtherType, version or job key,
 	// or too short) given to the kernel stack.
 	Passed uint64
+	// Foreign counts the part of Passed that carried this job's EtherType
+	// (directly or behind one 802.1Q tag) but failed the rest of the
+	// prefix check: another wire version or job key, or too short for the
+	// prefix. They are frames of another job rather than of another
+	// protocol.
+	Foreign uint64
 	// Unclaimed counts this job's frames passed to the kernel stack
 	// because no socket was registered for their receive queue.
 	Unclaimed uint64
@@ -143,33 +149,46 @@ func nativeU32(v uint32) int32 {
 
 const etherTypeVLAN = 0x8100
 
+// ctrForeign is the steering program's slot in the shared counters map (the
+// fault stage and tc use the lower ones); the constant expression below
+// fails to compile if it leaves the map.
+const ctrForeign = ctrUnclaimed + 1
+
+const _ = uint(numCounters - ctrForeign - 1)
+
 func steeringInsns(f nic.Filter) asm.Instructions {
 	var b builder
 	const (
+		passed  = "passed"
 		foreign = "foreign"
 		fields  = "fields"
 	)
+	// R2 is the frame start (moved past a VLAN tag, if any), R3 the end.
 	b.emit(
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R2, asm.R6, xdpData, asm.Word),
 		asm.LoadMem(asm.R3, asm.R6, xdpDataEnd, asm.Word),
 		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, nic.PrefixLen),
-		asm.JGT.Reg(asm.R4, asm.R3, foreign),
+		asm.Add.Imm(asm.R4, nic.EthHeaderLen),
+		asm.JGT.Reg(asm.R4, asm.R3, passed),
 		asm.LoadMem(asm.R5, asm.R2, nic.OffEtherType, asm.Half),
 		asm.JEq.Imm32(asm.R5, nativeU16(f.EtherType), fields),
 		// One 802.1Q tag: check the inner EtherType, then read the rest
 		// of the prefix 4 bytes later by moving R2.
-		asm.JNE.Imm32(asm.R5, nativeU16(etherTypeVLAN), foreign),
+		asm.JNE.Imm32(asm.R5, nativeU16(etherTypeVLAN), passed),
 		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.Add.Imm(asm.R4, nic.PrefixLen+nic.VLANTagLen),
-		asm.JGT.Reg(asm.R4, asm.R3, foreign),
+		asm.Add.Imm(asm.R4, nic.EthHeaderLen+nic.VLANTagLen),
+		asm.JGT.Reg(asm.R4, asm.R3, passed),
 		asm.Add.Imm(asm.R2, nic.VLANTagLen),
 		asm.LoadMem(asm.R5, asm.R2, nic.OffEtherType, asm.Half),
-		asm.JNE.Imm32(asm.R5, nativeU16(f.EtherType), foreign),
+		asm.JNE.Imm32(asm.R5, nativeU16(f.EtherType), passed),
 	)
+	// Our EtherType from here on: a failed check is another job's frame.
 	b.label(fields)
 	b.emit(
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, nic.PrefixLen),
+		asm.JGT.Reg(asm.R4, asm.R3, foreign),
 		asm.LoadMem(asm.R5, asm.R2, nic.OffVersion, asm.Byte),
 		asm.JNE.Imm32(asm.R5, nic.Version, foreign),
 		asm.LoadMem(asm.R5, asm.R2, nic.OffJobKey, asm.Word),
@@ -191,7 +210,11 @@ func steeringInsns(f nic.Filter) asm.Instructions {
 	b.label(unclaimed)
 	b.count(ctrUnclaimed)
 	b.ret(xdpPass)
+	// Foreign frames are counted twice: as Foreign and, falling through,
+	// as Passed.
 	b.label(foreign)
+	b.count(ctrForeign)
+	b.label(passed)
 	b.count(ctrPassed)
 	b.ret(xdpPass)
 	return b.insns
@@ -311,6 +334,7 @@ func (s *Steering) Counters() (SteeringCounters, error) {
 		Redirected: c[ctrRedirected],
 		Passed:     c[ctrPassed],
 		Unclaimed:  c[ctrUnclaimed],
+		Foreign:    c[ctrForeign],
 		Fault:      faultCounters(c),
 	}, nil
 }

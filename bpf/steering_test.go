@@ -2,6 +2,7 @@ package bpf
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"syscall"
@@ -75,9 +76,36 @@ func TestSteeringPassesForeignFrames(t *testing.T) {
 		}
 	}
 	c := steeringCounters(t, s)
-	if c.Passed != uint64(len(ff)) || c.Fault.Seen != 0 || c.Redirected != 0 || c.Unclaimed != 0 {
-		t.Errorf("counters %+v, want Passed=%d and nothing else", c, len(ff))
+	// Frames with our EtherType (wrong version or key, short, tagged or
+	// not) are also counted as Foreign.
+	const foreign = 7
+	if c.Passed != uint64(len(ff)) || c.Foreign != foreign || c.Fault.Seen != 0 || c.Redirected != 0 || c.Unclaimed != 0 {
+		t.Errorf("counters %+v, want Passed=%d, Foreign=%d and nothing else", c, len(ff), foreign)
 	}
+	n := 0
+	for _, pkt := range ff {
+		if refSteerForeign(testFilter, pkt) {
+			n++
+		}
+	}
+	if n != foreign {
+		t.Errorf("reference calls %d frames foreign, want %d", n, foreign)
+	}
+}
+
+// refSteerForeign is the Go reference of the steering program's Foreign
+// counter: our EtherType, directly or behind one 802.1Q tag, but not our
+// frame.
+func refSteerForeign(f nic.Filter, b []byte) bool {
+	if refSteer(f, b) || len(b) < nic.EthHeaderLen {
+		return false
+	}
+	et := binary.BigEndian.Uint16(b[nic.OffEtherType:])
+	if et == f.EtherType {
+		return true
+	}
+	return et == 0x8100 && len(b) >= nic.EthHeaderLen+4 &&
+		binary.BigEndian.Uint16(b[nic.OffEtherType+4:]) == f.EtherType
 }
 
 func TestSteeringOursWithoutSocketPasses(t *testing.T) {
@@ -302,6 +330,10 @@ func FuzzSteering(f *testing.F) {
 		if len(b) < nic.EthHeaderLen || len(b) > 3000 {
 			return
 		}
+		before, err := s.Counters()
+		if err != nil {
+			t.Fatalf("Counters: %v", err)
+		}
 		ret, out, err := s.Program().Test(b)
 		if err != nil {
 			t.Fatalf("test run: %v", err)
@@ -312,6 +344,17 @@ func FuzzSteering(f *testing.F) {
 		}
 		if ret != want {
 			t.Fatalf("verdict %d, want %d for % x", ret, want, b)
+		}
+		after, err := s.Counters()
+		if err != nil {
+			t.Fatalf("Counters: %v", err)
+		}
+		wantForeign := uint64(0)
+		if refSteerForeign(testFilter, b) {
+			wantForeign = 1
+		}
+		if got := after.Foreign - before.Foreign; got != wantForeign {
+			t.Fatalf("Foreign grew by %d, want %d for % x", got, wantForeign, b)
 		}
 		if ret == xdpPass && !bytes.Equal(out, b) {
 			t.Fatalf("passed frame changed")

@@ -361,6 +361,13 @@ func TestRogueHost(t *testing.T) {
 	badFrames := func(x, y counted) uint64 { return y.vi.BadFrames - x.vi.BadFrames }
 	strays := func(x, y counted) uint64 { return y.vi.Strays - x.vi.Strays }
 	phases := []phase{
+		{"other job key", func() [][]byte {
+			var fs [][]byte
+			for range 5000 {
+				fs = append(fs, forge(b, reliability.Header{Kind: reliability.KindData, JobKey: b.job ^ 0x5a5a0000, DstVI: 1, Seq: 1}, 100, rng))
+			}
+			return fs
+		}, func(x, y counted) uint64 { return y.nic.RxForeign - x.nic.RxForeign }},
 		{"spoofed source MAC", func() [][]byte {
 			var fs [][]byte
 			for range 5000 {

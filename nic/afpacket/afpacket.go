@@ -1,9 +1,15 @@
 // Package afpacket is the AF_PACKET frame driver, built on
 // github.com/mdlayher/packet.
 //
-// The socket is bound to Ethervia's EtherType on one interface with a classic
-// BPF filter (from package bpf) that admits only this job's frames, so the
-// kernel drops every other frame before it is queued. Frames move in batches
+// The socket is bound to Ethervia's EtherType on one interface with a kernel
+// filter (from package bpf) that admits only this job's frames, so the
+// kernel drops every other frame before it is queued. The filter is the
+// counting eBPF socket filter (bpf.NewCountingSocketFilter), which also
+// counts the frames of our EtherType it drops (another job key or wire
+// version, too short) for Stats().RxForeign. Where it cannot be loaded (no
+// CAP_BPF, an old kernel) or Config.ClassicFilter asks for it, the device
+// falls back to the classic BPF filter (bpf.SocketFilter), which drops such
+// frames uncounted; FilterFallback says which is in use. Frames move in batches
 // with recvmmsg(2) and sendmmsg(2), one system call per batch, and by default
 // bypass the sender's qdisc (PACKET_QDISC_BYPASS). Wait sleeps in ppoll(2)
 // on the socket and an eventfd that Close signals.
@@ -40,6 +46,10 @@ type Config struct {
 	// 8 MiB and 4 MiB. A deep receive buffer absorbs bursts that would
 	// otherwise be dropped.
 	RecvBuffer, SendBuffer int
+	// ClassicFilter keeps the classic BPF filter even where the counting
+	// eBPF filter could be loaded; other jobs' frames are then dropped in
+	// the kernel without being counted.
+	ClassicFilter bool
 }
 
 // Device is an AF_PACKET socket on one interface. It implements nic.Device.
@@ -83,6 +93,12 @@ type Device struct {
 	rxTrunc, rxForeign          atomic.Uint64
 	statsMu                     sync.Mutex
 	kernelDrops                 uint64
+	// sf is the counting eBPF filter, nil with the classic fallback (whose
+	// reason is sfErr). kernelForeign is its last count, kept after Close;
+	// both are guarded by statsMu once Open has returned.
+	sf            *bpf.SocketFilterProg
+	sfErr         error
+	kernelForeign uint64
 }
 
 var _ nic.Device = (*Device)(nil)
@@ -102,6 +118,9 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("afpacket %s: %w", cfg.Iface, err)
 	}
 	filter := cfg.Config.Filter()
+	// The classic filter goes on at socket creation, before the bind, so
+	// no unfiltered frame is ever queued; the counting filter replaces it
+	// afterwards (SO_ATTACH_BPF swaps the socket's filter in one step).
 	prog, err := bpf.SocketFilter(filter)
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: socket filter: %w", cfg.Iface, err)
@@ -115,8 +134,43 @@ func Open(cfg Config) (*Device, error) {
 		conn.Close()
 		return nil, fmt.Errorf("afpacket %s: %w", cfg.Iface, err)
 	}
+	if cfg.ClassicFilter {
+		d.sfErr = errClassicRequested
+	} else {
+		d.sf, d.sfErr = attachCounting(d.raw, filter)
+	}
 	return d, nil
 }
+
+// errClassicRequested is FilterFallback's answer for Config.ClassicFilter.
+var errClassicRequested = errors.New("afpacket: classic BPF filter requested by Config.ClassicFilter")
+
+// attachCounting loads the counting eBPF filter and attaches it to the
+// socket in place of the classic one. On error the classic filter stays.
+func attachCounting(raw syscall.RawConn, f nic.Filter) (*bpf.SocketFilterProg, error) {
+	sf, err := bpf.NewCountingSocketFilter(f)
+	if err != nil {
+		return nil, err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_BPF, sf.FD())
+	}); err != nil {
+		serr = err
+	}
+	if serr != nil {
+		sf.Close()
+		return nil, fmt.Errorf("afpacket: SO_ATTACH_BPF: %w", serr)
+	}
+	return sf, nil
+}
+
+// FilterFallback returns nil when the socket runs the counting eBPF filter,
+// so that Stats().RxForeign includes the other jobs' frames the kernel
+// dropped. Otherwise it runs the classic BPF filter, which drops them
+// uncounted, and the error says why (Config.ClassicFilter, or why the eBPF
+// filter could not be loaded or attached).
+func (d *Device) FilterFallback() error { return d.sfErr }
 
 func (d *Device) setup() error {
 	raw, err := d.conn.SyscallConn()
@@ -193,21 +247,38 @@ func (d *Device) HardwareAddr() net.HardwareAddr { return d.hw }
 func (d *Device) BatchSize() int { return d.batch }
 
 // Stats implements nic.Device. RxDropped includes the kernel's drops for this
-// socket (PACKET_STATISTICS).
+// socket (PACKET_STATISTICS). RxForeign counts the frames of our EtherType
+// that the software check refused plus, with the counting eBPF filter, those
+// the kernel filter dropped (another job key or wire version, too short);
+// with the classic fallback (see FilterFallback) the kernel's drops of such
+// frames are not counted. Frames of other EtherTypes never reach the socket
+// and are not counted either way.
 func (d *Device) Stats() nic.Stats {
 	d.statsMu.Lock()
 	if !d.closed.Load() {
-		// Reading the kernel counters resets them, so accumulate.
-		if st, err := d.conn.Stats(); err == nil {
-			d.kernelDrops += uint64(st.Drops)
-		}
+		d.readKernelStats()
 	}
-	drops := d.kernelDrops
+	drops, kforeign := d.kernelDrops, d.kernelForeign
 	d.statsMu.Unlock()
 	return nic.Stats{
 		TxFrames: d.txFrames.Load(), TxBytes: d.txBytes.Load(), TxErrors: d.txErrors.Load(),
 		RxFrames: d.rxFrames.Load(), RxBytes: d.rxBytes.Load(),
-		RxDropped: drops + d.rxTrunc.Load(), RxForeign: d.rxForeign.Load(),
+		RxDropped: drops + d.rxTrunc.Load(), RxForeign: d.rxForeign.Load() + kforeign,
+	}
+}
+
+// readKernelStats refreshes the kernel's counters; statsMu is held and the
+// socket open.
+func (d *Device) readKernelStats() {
+	// Reading PACKET_STATISTICS resets them, so accumulate.
+	if st, err := d.conn.Stats(); err == nil {
+		d.kernelDrops += uint64(st.Drops)
+	}
+	// The filter's counters only grow: take them as they are.
+	if d.sf != nil {
+		if c, err := d.sf.Counters(); err == nil {
+			d.kernelForeign = c.Foreign()
+		}
 	}
 }
 
@@ -223,7 +294,14 @@ func (d *Device) Close() error {
 	_, _ = unix.Write(d.efd, one[:])
 	d.waitMu.Lock()
 	unix.Close(d.efd)
+	// Keep the last counts for Stats after Close.
+	d.statsMu.Lock()
+	d.readKernelStats()
 	err := d.conn.Close()
+	if d.sf != nil {
+		err = errors.Join(err, d.sf.Close())
+	}
+	d.statsMu.Unlock()
 	d.waitMu.Unlock()
 	if err != nil {
 		return fmt.Errorf("afpacket %s: close: %w", d.cfg.Iface, err)

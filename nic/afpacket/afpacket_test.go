@@ -73,32 +73,154 @@ func openOn(t testing.TB, h *testbed.Host) *afpacket.Device {
 	return d
 }
 
-// TestKernelFilterDropsForeign checks that the classic BPF filter, not the
-// software check behind it, refuses foreign frames: they never reach the
-// socket, so the software counter stays zero.
-func TestKernelFilterDropsForeign(t *testing.T) {
-	p := makePair(t)
-	f := make([]byte, 80)
-	nictest.Frame(f, p, p.B, p.A, 1)
-	f[nic.OffJobKey] ^= 0x80
-	g := make([]byte, 80)
-	nictest.Frame(g, p, p.B, p.A, 2)
-	g[nic.OffVersion]++
-	for i := 0; i < 100; i++ {
-		if _, err := p.A.Send([][]byte{f, g}); err != nil {
-			t.Fatal(err)
+// openCfg opens a device with cfg on rail 0 of host h.
+func openCfg(t testing.TB, h *testbed.Host, cfg afpacket.Config) *afpacket.Device {
+	t.Helper()
+	cfg.Iface = h.Ifaces[0]
+	var d *afpacket.Device
+	if err := h.Do(func() error {
+		var err error
+		d, err = afpacket.Open(cfg)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// newTestbedPair builds a two-host testbed.Pair and registers its removal.
+func newTestbedPair(t testing.TB, name string) *testbed.Testbed {
+	t.Helper()
+	needRoot(t)
+	tb, err := testbed.New(testbed.Config{Hosts: 2, Topology: testbed.Pair, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tb.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return tb
+}
+
+// foreignTraffic sends, in rounds of one sendmmsg each, frames of our
+// EtherType that belong to another job (wrong key, wrong version, too short),
+// frames of another EtherType, and good frames, and collects the good ones.
+// A round's good frames arrive after its foreign frames went through the
+// receiver's filter, so the counters are final when it returns. It returns
+// how many foreign frames of our EtherType it sent and the good frames that
+// arrived.
+func foreignTraffic(t *testing.T, p nictest.Pair, rounds int) (foreign, good int, got [][]byte) {
+	t.Helper()
+	mk := func(n int, seq uint32, mod func([]byte)) []byte {
+		f := make([]byte, max(n, nic.PrefixLen))
+		nictest.Frame(f, p, p.B, p.A, seq)
+		if mod != nil {
+			mod(f)
+		}
+		return f[:n]
+	}
+	r := nictest.NewReceiver(p.B)
+	for i := range rounds {
+		seq := uint32(i * 4)
+		batch := [][]byte{
+			mk(80, seq, func(f []byte) { f[nic.OffJobKey] ^= 0x80 }),
+			mk(80, seq, func(f []byte) { f[nic.OffJobKey+3] ^= 1 }),
+			mk(80, seq, func(f []byte) { f[nic.OffVersion]++ }),
+			mk(nic.PrefixLen-1, seq, nil),                           // our EtherType, too short
+			mk(80, seq, func(f []byte) { f[nic.OffEtherType+1]++ }), // other EtherType: never seen
+			mk(100, seq+1, nil),
+			mk(nic.PrefixLen, seq+2, nil),
+		}
+		const foreignPerRound, goodPerRound = 4, 2
+		foreign += foreignPerRound
+		good += goodPerRound
+		for b := batch; len(b) > 0; {
+			n, err := p.A.Send(b)
+			if err != nil {
+				t.Fatalf("send: %v", err)
+			}
+			b = b[n:]
+		}
+		got = append(got, r.Collect(t, goodPerRound, time.Second)...)
+	}
+	return foreign, good, got
+}
+
+// checkGood checks that the good frames of foreignTraffic arrived whole and
+// in order, allowing only losses that RxDropped explains.
+func checkGood(t *testing.T, p nictest.Pair, good int, got [][]byte, dropped uint64) {
+	t.Helper()
+	if uint64(len(got))+dropped != uint64(good) || len(got) == 0 {
+		t.Fatalf("%d of %d good frames arrived, %d counted as dropped", len(got), good, dropped)
+	}
+	if dropped != 0 {
+		t.Logf("kernel dropped %d good frames", dropped)
+		return
+	}
+	for i, f := range got {
+		seq := uint32(i/2*4 + 1 + i%2)
+		if err := nictest.Check(f, p, p.B, p.A, seq); err != nil {
+			t.Fatalf("good frame %d: %v", i, err)
 		}
 	}
-	good := make([]byte, 80)
-	nictest.Frame(good, p, p.B, p.A, 3)
-	p.A.Send([][]byte{good})
-	got := nictest.NewReceiver(p.B).Collect(t, 1, time.Second)
-	if len(got) != 1 {
-		t.Fatalf("%d frames arrived, want 1", len(got))
+}
+
+// TestForeignCounted checks that the counting eBPF filter drops other jobs'
+// frames in the kernel and counts every one of them in RxForeign, while this
+// job's frames all arrive.
+func TestForeignCounted(t *testing.T) {
+	tb := newTestbedPair(t, "afpfc")
+	cfg := afpacket.Config{Config: nic.Config{JobKey: jobKey}}
+	a, b := openCfg(t, tb.Host(0), cfg), openCfg(t, tb.Host(1), cfg)
+	if err := b.FilterFallback(); err != nil {
+		t.Fatalf("counting eBPF filter not in use as root: %v", err)
 	}
-	if s := p.B.Stats(); s.RxForeign != 0 || s.RxFrames != 1 {
-		t.Fatalf("stats %+v: foreign frames reached the socket", s)
+	p := nictest.Pair{A: a, B: b, EtherType: nic.DefaultEtherType, JobKey: jobKey}
+	before := b.Stats()
+	foreign, good, got := foreignTraffic(t, p, 50)
+	st := b.Stats().Sub(before)
+	if st.RxForeign != uint64(foreign) {
+		t.Errorf("RxForeign grew by %d, want %d", st.RxForeign, foreign)
 	}
+	// The kernel filter, not the software check, refused them.
+	if sw := afpacket.SoftwareForeign(b); sw != 0 {
+		t.Errorf("%d foreign frames reached the socket", sw)
+	}
+	if st.RxFrames != uint64(len(got)) {
+		t.Errorf("RxFrames grew by %d, %d frames arrived", st.RxFrames, len(got))
+	}
+	checkGood(t, p, good, got, st.RxDropped)
+
+	// The count survives Close.
+	last := b.Stats()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := b.Stats(); after.RxForeign != last.RxForeign {
+		t.Errorf("RxForeign after Close %d, before %d", after.RxForeign, last.RxForeign)
+	}
+}
+
+// TestKernelFilterDropsForeignClassic checks the classic fallback: the
+// kernel refuses other jobs' frames, so they never reach the socket, and
+// nothing counts them.
+func TestKernelFilterDropsForeignClassic(t *testing.T) {
+	tb := newTestbedPair(t, "afpcl")
+	cfg := afpacket.Config{Config: nic.Config{JobKey: jobKey}, ClassicFilter: true}
+	a, b := openCfg(t, tb.Host(0), cfg), openCfg(t, tb.Host(1), cfg)
+	if b.FilterFallback() == nil {
+		t.Fatal("FilterFallback is nil with ClassicFilter set")
+	}
+	p := nictest.Pair{A: a, B: b, EtherType: nic.DefaultEtherType, JobKey: jobKey}
+	_, good, got := foreignTraffic(t, p, 20)
+	st := b.Stats()
+	if st.RxForeign != 0 || st.RxFrames != uint64(len(got)) {
+		t.Fatalf("stats %+v: foreign frames reached the socket", st)
+	}
+	checkGood(t, p, good, got, st.RxDropped)
 }
 
 // TestFaultInjectorDrop drops a fifth of the frames at the switch port and

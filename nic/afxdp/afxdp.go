@@ -171,6 +171,9 @@ type Device struct {
 	// statsMu guards the socket against Close while Stats reads it.
 	statsMu sync.Mutex
 	kstats  unix.XDPStatistics
+	// steerForeign is the own steering program's Foreign counter as last
+	// read, kept after Close frees the program.
+	steerForeign uint64
 }
 
 var _ nic.Device = (*Device)(nil)
@@ -670,12 +673,19 @@ func (d *Device) Wait(deadline time.Time) error {
 // Stats implements nic.Device. RxDropped adds the kernel's drops for the
 // socket (XDP_STATISTICS: no fill chunk, rx ring full) to frames the driver
 // itself discarded; TxErrors adds the kernel's invalid tx descriptors.
+//
+// RxForeign adds, when the Device runs its own steering program, the
+// program's Foreign counter: frames of our EtherType that failed the
+// version, job-key or length check and went to the kernel stack instead of
+// the socket. The program sees every queue of the interface, so with a
+// shared Config.Steering that count belongs to no single Device and is left
+// out; read it from Steering().Counters().
 func (d *Device) Stats() nic.Stats {
 	d.statsMu.Lock()
 	if !d.closed.Load() {
 		d.readKernelStats()
 	}
-	ks := d.kstats
+	ks, sf := d.kstats, d.steerForeign
 	d.statsMu.Unlock()
 	return nic.Stats{
 		TxFrames:  d.txFrames.Load(),
@@ -684,7 +694,7 @@ func (d *Device) Stats() nic.Stats {
 		RxFrames:  d.rxFrames.Load(),
 		RxBytes:   d.rxBytes.Load(),
 		RxDropped: d.rxDropped.Load() + ks.Rx_dropped + ks.Rx_ring_full + ks.Rx_invalid_descs,
-		RxForeign: d.rxForeign.Load(),
+		RxForeign: d.rxForeign.Load() + sf,
 	}
 }
 
@@ -698,11 +708,17 @@ func (d *Device) KernelStats() unix.XDPStatistics {
 	return d.kstats
 }
 
-// readKernelStats refreshes d.kstats; statsMu is held and the socket open.
+// readKernelStats refreshes d.kstats and d.steerForeign; statsMu is held and
+// the socket open.
 func (d *Device) readKernelStats() {
 	var st unix.XDPStatistics
 	if _, err := getsockoptPtr(d.fd, unix.SOL_XDP, unix.XDP_STATISTICS, unsafe.Pointer(&st), unsafe.Sizeof(st)); err == nil {
 		d.kstats = st
+	}
+	if d.ownSteer && d.steer != nil {
+		if c, err := d.steer.Counters(); err == nil {
+			d.steerForeign = c.Foreign
+		}
 	}
 }
 
