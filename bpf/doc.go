@@ -1,6 +1,8 @@
-// Package bpf builds the kernel-side filters of Ethervia: the classic BPF
-// socket filter for AF_PACKET sockets, the XDP steering program that feeds
-// AF_XDP sockets, and fault injectors (tc and XDP) for testbeds.
+// Package bpf builds the kernel-side filters of Ethervia: the socket filters
+// for AF_PACKET sockets (a classic BPF one, and an eBPF one that also counts
+// the frames of other jobs it rejects), the XDP steering program that feeds
+// AF_XDP sockets (it counts other jobs' frames too), and fault injectors (tc
+// and XDP) for testbeds.
 //
 // Every eBPF program is assembled at run time with the cilium/ebpf asm
 // package, so there is no clang step and no committed object file. All
