@@ -28,7 +28,12 @@ type ConnRequest struct {
 	peerWindow   int
 	attrs        RemoteAttributes
 	at           reliability.Time
-	handled      bool
+	// taken: handed to ConnectWait. A request stays on the provider's
+	// list after that, until it expires, so that a repeat of it (its
+	// sender did not hear the answer yet) is not taken for a new request:
+	// while unanswered the repeat is ignored, once rejected it is
+	// rejected again, and once accepted the VI answers it.
+	taken, handled, rejected bool
 }
 
 // Remote is the requesting VI's address (its discriminator is the one the
@@ -210,13 +215,11 @@ func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind) error {
 func (p *Provider) ConnectWait(ctx context.Context, discriminator uint64) (*ConnRequest, error) {
 	var r *ConnRequest
 	err := p.wait(ctx, p.connWake, func() bool {
-		for i, q := range p.connReqs {
-			if q.remote.Discriminator == discriminator {
+		for _, q := range p.connReqs {
+			if !q.taken && q.remote.Discriminator == discriminator {
 				r = q
-				p.connReqs = append(p.connReqs[:i], p.connReqs[i+1:]...)
-				if len(p.connReqs) > 0 {
-					signal(p.connWake) // others may be waiting for the rest
-				}
+				q.taken = true
+				signal(p.connWake) // others may be waiting for the rest
 				return true
 			}
 		}
@@ -269,7 +272,7 @@ func (r *ConnRequest) Reject() error {
 	if r.handled {
 		return fmt.Errorf("vi: reject: %w: request already answered", ErrState)
 	}
-	r.handled = true
+	r.handled, r.rejected = true, true
 	if !p.closed {
 		p.rejectFrame(r.remoteMAC, r.remoteVI, r.remoteConnID)
 	}
@@ -297,6 +300,9 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 		if q.remoteMAC == h.Src && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
 			q.at = now
 			p.stats.RepeatedRequests++
+			if q.rejected {
+				p.rejectFrame(q.remoteMAC, q.remoteVI, q.remoteConnID) // our Reject was lost
+			}
 			return
 		}
 	}
