@@ -15,6 +15,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"time"
 
@@ -31,8 +32,12 @@ const (
 	offSize  = nic.PrefixLen + 4 // 4
 	offRail  = nic.PrefixLen + 8 // 2
 	offFlags = nic.PrefixLen + 10
-	msgLen   = nic.PrefixLen + 12
+	offCRC   = nic.PrefixLen + 12 // 4: CRC32C of the bytes before it
+	msgLen   = nic.PrefixLen + 16
 )
+
+// castagnoli is immutable once built.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const (
 	flagDone    = 1
@@ -51,8 +56,11 @@ type Announcement struct {
 var (
 	ErrNotAnnouncement = errors.New("bootstrap: not an announcement")
 	ErrBadAnnouncement = errors.New("bootstrap: malformed announcement")
-	ErrSizeMismatch    = errors.New("bootstrap: ranks disagree on the job size")
-	ErrDuplicateRank   = errors.New("bootstrap: two hosts claim one rank")
+	// ErrChecksum (which also matches ErrBadAnnouncement) reports an
+	// announcement whose CRC32C does not match: it was damaged on the way.
+	ErrChecksum      = fmt.Errorf("%w: CRC32C mismatch", ErrBadAnnouncement)
+	ErrSizeMismatch  = errors.New("bootstrap: ranks disagree on the job size")
+	ErrDuplicateRank = errors.New("bootstrap: two hosts claim one rank")
 )
 
 // Parse decodes an announcement. The caller's device has already checked
@@ -64,6 +72,9 @@ func Parse(frame []byte) (Announcement, error) {
 	}
 	if frame[nic.OffKind] != KindAnnounce {
 		return a, ErrNotAnnouncement
+	}
+	if crc32.Checksum(frame[:offCRC], castagnoli) != binary.BigEndian.Uint32(frame[offCRC:]) {
+		return a, ErrChecksum
 	}
 	copy(a.Src[:], frame[6:12])
 	rank := binary.BigEndian.Uint32(frame[offRank:])
@@ -156,7 +167,9 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]net.HardwareAd
 		for i := 0; i < n; i++ {
 			a, err := Parse(bufs[i][:lens[i]])
 			if err != nil {
-				continue // someone else's frame, or garbage: not ours to judge
+				// Someone else's frame, or a damaged one: dropped, and
+				// the sender repeats its announcement anyway.
+				continue
 			}
 			if err := s.hear(a); err != nil {
 				return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
@@ -240,6 +253,7 @@ func (s *state) announce(out []byte, self [6]byte) {
 	binary.BigEndian.PutUint32(out[offSize:], uint32(s.cfg.Size))
 	binary.BigEndian.PutUint16(out[offRail:], uint16(s.cfg.Rail))
 	binary.BigEndian.PutUint16(out[offFlags:], flags)
+	binary.BigEndian.PutUint32(out[offCRC:], crc32.Checksum(out[:offCRC], castagnoli))
 }
 
 func (s *state) result() []net.HardwareAddr {
