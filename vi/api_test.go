@@ -121,8 +121,10 @@ func TestPeerLevelMismatchRejected(t *testing.T) {
 	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 0)
 	va := a.newVI(t, Attributes{Reliability: ReliableReception})
 	vb := b.newVI(t, Attributes{Reliability: Unreliable})
-	go vb.ConnectPeer(ctxT(t, 300*time.Millisecond), a.addr(1))
-	err := va.ConnectPeer(ctxT(t, 5*time.Second), b.addr(1))
+	// vb waits long enough for va's request even under the race detector;
+	// its rejection is the answer va must get.
+	go vb.ConnectPeer(ctxT(t, 3*time.Second), a.addr(1))
+	err := va.ConnectPeer(ctxT(t, 10*time.Second), b.addr(1))
 	if !errors.Is(err, ErrRejected) {
 		t.Fatalf("connect with mismatched levels: %v", err)
 	}
