@@ -81,11 +81,11 @@ type viConn struct {
 	// msgBuf is the registered message buffer sends go out from: the
 	// benchmark reuses one buffer per size, so it is registered again
 	// only when the buffer grows.
-	msgBuf []byte
-	msgH   descriptors.MemHandle
-	sds, rds           []descriptors.Descriptor
-	sNext, sDone       int // send slots: next to post, oldest in flight
-	recvReady          int // receive completions taken from the CQ, not yet fetched
+	msgBuf       []byte
+	msgH         descriptors.MemHandle
+	sds, rds     []descriptors.Descriptor
+	sNext, sDone int // send slots: next to post, oldest in flight
+	recvReady    int // receive completions taken from the CQ, not yet fetched
 
 	closeOnce sync.Once
 }
