@@ -23,8 +23,10 @@ type Status struct{ Source, Tag, Count int }
 
 // Communicator contexts: user messages never match internal ones.
 const (
-	ctxWorld    uint16 = 0
-	ctxInternal uint16 = 1 // Barrier and Finalize
+	ctxWorld     uint16 = 0
+	ctxInternal  uint16 = 1 // Finalize
+	ctxWorldColl uint16 = 2 // the world's collectives
+	ctxFirstFree uint16 = 3 // Dup and Split take pairs from here
 )
 
 const (
@@ -46,9 +48,32 @@ const (
 	bgGrace = time.Millisecond
 )
 
-// Comm is a communicator: the world of a job, as seen by one rank. All
-// methods are safe for concurrent use.
+// Comm is a communicator: a group of ranks with its own message space, as
+// seen by one rank. The world (from Init, NewComm or NewLocalWorld) holds
+// every rank of the job; Dup and Split derive others, which share the
+// world's connections but never match its messages, nor each other's.
+// Point-to-point methods are safe for concurrent use; the collectives of one
+// communicator must be called by its members in the same order, one at a
+// time per communicator.
 type Comm struct {
+	*endpoint
+	// crank and csize are this rank's number and the size of this
+	// communicator (the endpoint's rank and size are the world's).
+	crank, csize int
+	// group maps the communicator's ranks to world ranks and inv back
+	// (-1: not a member); both nil for the world.
+	group []int
+	inv   []int
+	// pctx carries point-to-point traffic, cctx collective traffic.
+	pctx, cctx uint16
+	world      *Comm
+	freed      atomic.Bool
+	coll       collState
+}
+
+// endpoint is one rank's connection state, shared by all its
+// communicators.
+type endpoint struct {
 	cfg    config
 	rank   int
 	size   int
@@ -90,6 +115,9 @@ type Comm struct {
 	finalizing          bool
 	finalized           bool
 	stats               Stats
+	nextCtx             uint16 // the lowest context id no communicator of this rank uses
+	tune                Tuning // the cost model's parameters, once tuned
+	tuned               bool
 
 	pollers  atomic.Int32 // calls polling right now: the progress goroutine steps aside
 	lastPoll atomic.Int64 // when a call last stopped polling (nanos)
@@ -184,10 +212,12 @@ func newComm(dev nic.Device, ownDev bool, rank int, macs []net.HardwareAddr, cfg
 	if size < 1 || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("mplite: rank %d of %d: %w", rank, size, ErrRank)
 	}
-	c := &Comm{cfg: cfg, rank: rank, size: size, dev: dev, ownDev: ownDev, epoch: time.Now(),
+	c := &Comm{endpoint: &endpoint{cfg: cfg, rank: rank, size: size, dev: dev, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),
 		sendIDs: make(map[uint32]*Request), recvIDs: make(map[uint32]*Request),
-		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4}
+		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4, nextCtx: ctxFirstFree},
+		crank: rank, csize: size, pctx: ctxWorld, cctx: ctxWorldColl}
+	c.world = c
 	c.cond.L = &c.mu
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	ex, cancel := context.WithCancel(context.Background())
@@ -268,11 +298,11 @@ func (c *Comm) openProvider() error {
 	return nil
 }
 
-// Rank is this rank's number in [0, Size).
-func (c *Comm) Rank() int { return c.rank }
+// Rank is this rank's number in the communicator, in [0, Size).
+func (c *Comm) Rank() int { return c.crank }
 
-// Size is the number of ranks.
-func (c *Comm) Size() int { return c.size }
+// Size is the number of ranks in the communicator.
+func (c *Comm) Size() int { return c.csize }
 
 // Stats returns the communicator's counters.
 func (c *Comm) Stats() Stats {

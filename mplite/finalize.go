@@ -13,16 +13,7 @@ var wtimeEpoch = time.Now()
 // fixed for the life of the process (MPI_Wtime), from the monotonic clock.
 func Wtime() float64 { return time.Since(wtimeEpoch).Seconds() }
 
-// Barrier returns once every rank has called it. Its messages never match
-// user receives.
-func (c *Comm) Barrier() error {
-	if err := c.barrier(); err != nil {
-		return fmt.Errorf("mplite rank %d: barrier: %w", c.rank, err)
-	}
-	return nil
-}
-
-// barrier is a dissemination barrier: in round k every rank tells rank+2^k
+// barrier is Finalize's dissemination barrier over the world: in round k every rank tells rank+2^k
 // and hears from rank-2^k, so after ceil(log2 n) rounds each has heard,
 // indirectly, from all.
 func (c *Comm) barrier() error {
@@ -44,6 +35,9 @@ func (c *Comm) barrier() error {
 // ErrFinalized. It returns an error naming a peer that died on the way;
 // the resources are released in any case.
 func (c *Comm) Finalize() error {
+	if !c.IsWorld() {
+		return errors.New("mplite: Finalize is for the world communicator (Free the others)")
+	}
 	c.mu.Lock()
 	if c.finalizing || c.finalized {
 		c.mu.Unlock()
@@ -70,6 +64,9 @@ func (c *Comm) Finalize() error {
 // ErrPeerDead). Use it to abandon a job after an error; Finalize is the
 // orderly end. Close after Finalize does nothing.
 func (c *Comm) Close() error {
+	if !c.IsWorld() {
+		return errors.New("mplite: Close is for the world communicator (Free the others)")
+	}
 	c.teardown()
 	return nil
 }

@@ -2,6 +2,7 @@ package mplite
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/ethervia/ethervia/nic"
@@ -52,6 +53,14 @@ type config struct {
 	maxTransfer      int
 	cacheEntries     int
 	cacheBytes       int64
+	// collectives
+	algos       map[string]string // overrides by collective
+	algoSet     []string          // collectives overridden by WithAlgorithm
+	tuning      Tuning
+	tuneMeasure bool
+	tuneSet     bool // an option chose the tuning: MPLITE_TUNING is ignored
+	phasedTh    int
+	phasedAuto  bool
 }
 
 func defaultConfig() config {
@@ -67,6 +76,8 @@ func defaultConfig() config {
 		seed:             1,
 		cacheEntries:     64,
 		cacheBytes:       1 << 30,
+		tuning:           DefaultTuning(),
+		phasedTh:         DefaultPhasedThreshold,
 	}
 }
 
@@ -82,6 +93,9 @@ func buildConfig(opts []Option) (config, error) {
 	}
 	if cfg.connectTimeout == 0 {
 		cfg.connectTimeout = cfg.peerTimeout
+	}
+	if err := cfg.collEnv(os.Getenv); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

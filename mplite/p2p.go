@@ -49,7 +49,7 @@ func (r *Request) Wait() (Status, error) {
 	c.mu.Lock()
 	st, err := r.st, r.err
 	c.mu.Unlock()
-	return st, err
+	return c.commStatus(st), err
 }
 
 // Test makes progress once and reports whether the request has completed,
@@ -67,7 +67,7 @@ func (r *Request) Test() (done bool, st Status, err error) {
 	if !r.done {
 		return false, Status{}, nil
 	}
-	return true, r.st, r.err
+	return true, c.commStatus(r.st), r.err
 }
 
 // Waitall waits for every request (nil entries are skipped) and returns
@@ -86,8 +86,11 @@ func Waitall(reqs ...*Request) error {
 }
 
 func (c *Comm) checkDest(dest, tag int) error {
-	if dest < 0 || dest >= c.size {
-		return fmt.Errorf("mplite: send to rank %d of %d: %w", dest, c.size, ErrRank)
+	if c.freed.Load() {
+		return ErrFreed
+	}
+	if dest < 0 || dest >= c.csize {
+		return fmt.Errorf("mplite: send to rank %d of %d: %w", dest, c.csize, ErrRank)
 	}
 	if tag < 0 || tag > MaxTag {
 		return fmt.Errorf("mplite: send with tag %d: %w", tag, ErrTag)
@@ -96,8 +99,11 @@ func (c *Comm) checkDest(dest, tag int) error {
 }
 
 func (c *Comm) checkSrc(src, tag int) error {
-	if src != AnySource && (src < 0 || src >= c.size) {
-		return fmt.Errorf("mplite: receive from rank %d of %d: %w", src, c.size, ErrRank)
+	if c.freed.Load() {
+		return ErrFreed
+	}
+	if src != AnySource && (src < 0 || src >= c.csize) {
+		return fmt.Errorf("mplite: receive from rank %d of %d: %w", src, c.csize, ErrRank)
 	}
 	if tag != AnyTag && (tag < 0 || tag > MaxTag) {
 		return fmt.Errorf("mplite: receive with tag %d: %w", tag, ErrTag)
@@ -114,7 +120,7 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 		return nil, err
 	}
 	r := &Request{}
-	if err := c.startSend(r, buf, dest, tag, ctxWorld); err != nil {
+	if err := c.startSend(r, buf, c.worldRank(dest), tag, c.pctx); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -127,7 +133,7 @@ func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
 		return nil, err
 	}
 	r := &Request{}
-	if err := c.startRecv(r, buf, src, tag, ctxWorld); err != nil {
+	if err := c.startRecv(r, buf, c.worldRank(src), tag, c.pctx); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -138,7 +144,7 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 	if err := c.checkDest(dest, tag); err != nil {
 		return err
 	}
-	return c.send(buf, dest, tag, ctxWorld)
+	return c.send(buf, c.worldRank(dest), tag, c.pctx)
 }
 
 func (c *Comm) send(buf []byte, dest, tag int, ctx uint16) error {
@@ -161,7 +167,8 @@ func (c *Comm) Recv(buf []byte, src, tag int) (Status, error) {
 	if err := c.checkSrc(src, tag); err != nil {
 		return Status{}, err
 	}
-	return c.recv(buf, src, tag, ctxWorld)
+	st, err := c.recv(buf, c.worldRank(src), tag, c.pctx)
+	return c.commStatus(st), err
 }
 
 func (c *Comm) recv(buf []byte, src, tag int, ctx uint16) (Status, error) {
@@ -187,7 +194,8 @@ func (c *Comm) Sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, src, 
 	if err := c.checkSrc(src, recvtag); err != nil {
 		return Status{}, err
 	}
-	return c.sendrecv(sendbuf, dest, sendtag, recvbuf, src, recvtag, ctxWorld)
+	st, err := c.sendrecv(sendbuf, c.worldRank(dest), sendtag, recvbuf, c.worldRank(src), recvtag, c.pctx)
+	return c.commStatus(st), err
 }
 
 func (c *Comm) sendrecv(sendbuf []byte, dest, sendtag int, recvbuf []byte, src, recvtag int, ctx uint16) (Status, error) {
@@ -230,7 +238,8 @@ func (c *Comm) Iprobe(src, tag int) (ok bool, st Status, err error) {
 		return false, Status{}, ErrFinalized
 	}
 	c.progressLocked()
-	return c.iprobeLocked(src, tag, ctxWorld)
+	ok, st, err = c.iprobeLocked(c.worldRank(src), tag, c.pctx)
+	return ok, c.commStatus(st), err
 }
 
 // Probe blocks until a message from src (or AnySource) with tag (or
@@ -239,9 +248,9 @@ func (c *Comm) Probe(src, tag int) (Status, error) {
 	if err := c.checkSrc(src, tag); err != nil {
 		return Status{}, err
 	}
-	pc := &probeCond{c: c, src: src, tag: tag}
+	pc := &probeCond{c: c, src: c.worldRank(src), tag: tag}
 	c.wait(pc)
-	return pc.st, pc.err
+	return c.commStatus(pc.st), pc.err
 }
 
 type probeCond struct {
@@ -256,7 +265,7 @@ func (p *probeCond) ready() bool {
 		p.err = ErrFinalized
 		return true
 	}
-	ok, st, err := p.c.iprobeLocked(p.src, p.tag, ctxWorld)
+	ok, st, err := p.c.iprobeLocked(p.src, p.tag, p.c.pctx)
 	p.st, p.err = st, err
 	return ok || err != nil
 }

@@ -34,6 +34,8 @@ func run(args []string) int {
 	only := fs.String("only", "", "comma-separated checks to run (default: all)")
 	eager := fs.Int("eager", mplite.DefaultEagerLimit, "eager limit in bytes")
 	early := fs.Bool("early-exit", false, "run the early-exit check instead: the last rank dies")
+	chaos := fs.Int("chaos", 0, "instead of the suite: run this many seeded random operations (point-to-point and collective), checking every byte")
+	seed := fs.Uint64("seed", 1, "seed of -chaos (the same on every rank)")
 	kill := fs.Duration("sigkill-after", 0, "instead of the suite: every rank exchanges with the last, which SIGKILLs itself after this long")
 	peerTimeout := fs.Duration("peer-timeout", 2*time.Second, "how long a silent peer lives")
 	verbose := fs.Bool("v", false, "log each check")
@@ -47,6 +49,25 @@ func run(args []string) int {
 		return 1
 	}
 	who := fmt.Sprintf("rank %d of %d", c.Rank(), c.Size())
+	if *chaos > 0 {
+		cc := mpitest.ChaosConfig{Seed: *seed, Ops: *chaos, MaxSize: *maxSize}
+		if *verbose {
+			cc.Log = func(format string, a ...any) { fmt.Printf("mpitest: "+who+": "+format+"\n", a...) }
+		}
+		sum, err := mpitest.Chaos(c, cc)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mpitest: %s: chaos: %v\n", who, err)
+			c.Close()
+			return 1
+		}
+		if err := c.Finalize(); err != nil {
+			fmt.Fprintf(os.Stderr, "mpitest: %s: finalize: %v\n", who, err)
+			return 1
+		}
+		fmt.Printf("mpitest: %s: chaos ok: %d ops, %d messages, %d bytes checked in %v\n", who, sum.Ops, sum.Messages, sum.Bytes,
+			time.Since(start).Round(time.Millisecond))
+		return 0
+	}
 	if *kill > 0 {
 		return sigkill(c, who, *kill, start)
 	}

@@ -1,0 +1,236 @@
+package mplite_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+// TestSchedulePaperExample reproduces CC-MPI's worked example (its Fig. 3):
+// greedy needs 3 phases, the all-to-all-based scheduler 2.
+func TestSchedulePaperExample(t *testing.T) {
+	const kb, mb = 1 << 10, 1 << 20
+	msgs := []mplite.Msg{{0, 1, mb}, {1, 3, mb}, {0, 2, 10 * kb}, {2, 3, 100}, {1, 5, 100}, {2, 1, 100}}
+	pairs := func(ph []mplite.Phase) [][]string {
+		var out [][]string
+		for _, p := range ph {
+			var s []string
+			for _, m := range p {
+				s = append(s, fmt.Sprintf("%d>%d", m.Src, m.Dst))
+			}
+			slices.Sort(s)
+			out = append(out, s)
+		}
+		return out
+	}
+	greedy := mplite.GreedySchedule(msgs, 0)
+	wantG := [][]string{{"0>1", "1>3"}, {"0>2", "1>5", "2>3"}, {"2>1"}}
+	if got := pairs(greedy); fmt.Sprint(got) != fmt.Sprint(wantG) {
+		t.Errorf("greedy: %v, want %v", got, wantG)
+	}
+	a2a := mplite.AllToAllSchedule(6, msgs, 0)
+	wantA := [][]string{{"0>1", "1>5", "2>3"}, {"0>2", "1>3", "2>1"}}
+	if got := pairs(a2a); fmt.Sprint(got) != fmt.Sprint(wantA) {
+		t.Errorf("all-to-all-based: %v, want %v", got, wantA)
+	}
+	for name, ph := range map[string][]mplite.Phase{"greedy": greedy, "alltoall": a2a} {
+		if err := mplite.CheckSchedule(msgs, ph); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// With a threshold above the small messages, they share one phase.
+	if got := pairs(mplite.GreedySchedule(msgs, 20000)); len(got) != 2 || fmt.Sprint(got[1]) != "[0>2 1>5 2>1 2>3]" {
+		t.Errorf("greedy with threshold: %v", got)
+	}
+}
+
+// TestScheduleProperties: for random patterns and the full all-to-all,
+// both schedulers give contention-free phases covering every message once;
+// the all-to-all-based one needs at most n-1 phases.
+func TestScheduleProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := 1; n <= 12; n++ {
+		for trial := range 20 {
+			var msgs []mplite.Msg
+			for i := range n {
+				for j := range n {
+					if trial == 0 || rng.IntN(3) > 0 {
+						msgs = append(msgs, mplite.Msg{Src: i, Dst: j, Size: rng.IntN(5) * 1000})
+					}
+				}
+			}
+			g := mplite.GreedySchedule(msgs, 0)
+			a := mplite.AllToAllSchedule(n, msgs, 0)
+			if err := mplite.CheckSchedule(msgs, g); err != nil {
+				t.Fatalf("n=%d trial %d greedy: %v", n, trial, err)
+			}
+			if err := mplite.CheckSchedule(msgs, a); err != nil {
+				t.Fatalf("n=%d trial %d alltoall: %v", n, trial, err)
+			}
+			if n > 1 && len(a) > n-1 {
+				t.Fatalf("n=%d trial %d: all-to-all-based took %d phases", n, trial, len(a))
+			}
+			if trial == 0 && n > 1 && len(a) != n-1 {
+				t.Fatalf("n=%d full all-to-all: %d phases, want %d", n, len(a), n-1)
+			}
+		}
+	}
+	// The checker itself must catch a conflict and a missing message.
+	msgs := []mplite.Msg{{0, 1, 5}, {0, 2, 5}}
+	if mplite.CheckSchedule(msgs, []mplite.Phase{{{0, 1, 5}, {0, 2, 5}}}) == nil {
+		t.Error("CheckSchedule accepted a rank sending twice in a phase")
+	}
+	if mplite.CheckSchedule(msgs, []mplite.Phase{{{0, 1, 5}}}) == nil {
+		t.Error("CheckSchedule accepted a missing message")
+	}
+}
+
+// TestAlgorithmOptions: unknown names fail listing the valid ones; the
+// option and the environment variable force an algorithm, the option
+// winning; a tuning file sets the model and overrides.
+func TestAlgorithmOptions(t *testing.T) {
+	_, err := mplite.NewLocalWorld(2, mplite.WithAlgorithm("bcast", "carrier-pigeon"))
+	if err == nil || !strings.Contains(err.Error(), "binomial, scatter_allgather") {
+		t.Errorf("unknown algorithm: %v", err)
+	}
+	_, err = mplite.NewLocalWorld(2, mplite.WithAlgorithm("broadcast", "binomial"))
+	if err == nil || !strings.Contains(err.Error(), "alltoallv") {
+		t.Errorf("unknown collective: %v", err)
+	}
+	t.Setenv("MPLITE_ALGO_BCAST", "nope")
+	if _, err := mplite.NewLocalWorld(2); err == nil || !strings.Contains(err.Error(), "MPLITE_ALGO_BCAST") {
+		t.Errorf("bad environment: %v", err)
+	}
+	t.Setenv("MPLITE_ALGO_BCAST", "scatter_allgather")
+	t.Setenv("MPLITE_ALGO_ALLREDUCE", "ring")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tune")
+	if err := os.WriteFile(path, []byte("# measured\nts 1e-3\ntc 2e-9\nalgo gather linear\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MPLITE_TUNING", path)
+	comms, err := mplite.NewLocalWorld(3, mplite.WithAlgorithm("allreduce", "rabenseifner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := comms[0]
+	for coll, want := range map[string]string{"bcast": "scatter_allgather", "allreduce": "rabenseifner", "gather": "linear"} {
+		if got, err := c.Algorithm(coll, 1); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", coll, got, err, want)
+		}
+	}
+	if tu := c.Tuning(); tu.Ts != 1e-3 || tu.Tc != 2e-9 {
+		t.Errorf("tuning %+v from the file", tu)
+	}
+	if err := c.SetAlgorithm("bcast", "binomial"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.Algorithm("bcast", 1); got != "binomial" {
+		t.Errorf("SetAlgorithm: %q", got)
+	}
+	if err := c.SetAlgorithm("bcast", "x"); err == nil || !strings.Contains(err.Error(), "scatter_allgather") {
+		t.Errorf("SetAlgorithm unknown: %v", err)
+	}
+	for _, c := range comms {
+		mplite.Abandon(c)
+	}
+}
+
+// TestSelector: the cost model picks the fewest steps when start-up
+// dominates and the fewest bytes in sequence when bandwidth does.
+func TestSelector(t *testing.T) {
+	for _, tc := range []struct {
+		tuning     mplite.Tuning
+		coll, want string
+		m          int
+	}{
+		{mplite.Tuning{Ts: 1, Tc: 0}, "bcast", "binomial", 1 << 20},
+		{mplite.Tuning{Ts: 0, Tc: 1}, "bcast", "scatter_allgather", 1 << 20},
+		{mplite.Tuning{Ts: 1, Tc: 0}, "allreduce", "recursive_doubling", 1 << 20},
+		{mplite.Tuning{Ts: 0, Tc: 1}, "allreduce", "ring", 1 << 20},
+		{mplite.Tuning{Ts: 1, Tc: 0}, "alltoall", "bruck", 64},
+		{mplite.DefaultTuning(), "allgather", "bruck", 8},
+	} {
+		comms, err := mplite.NewLocalWorld(6, mplite.WithTuning(tc.tuning))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := comms[0].Algorithm(tc.coll, tc.m); err != nil || got != tc.want {
+			t.Errorf("%s at %d bytes with %+v: %q, %v; want %q", tc.coll, tc.m, tc.tuning, got, err, tc.want)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
+	c1, c2, ok := mplite.Cost("bcast", "binomial", 8, 100)
+	if !ok || c1 != 3 || c2 != 300 {
+		t.Errorf("bcast binomial cost %v %v %v", c1, c2, ok)
+	}
+}
+
+// TestMeasuredTuning: a world measures t_s and t_c at its first collective
+// and every rank gets rank 0's values.
+func TestMeasuredTuning(t *testing.T) {
+	got := make([]mplite.Tuning, 3)
+	noErrors(t, collWorld(t, 3, 60*time.Second, []mplite.Option{mplite.WithMeasuredTuning()}, func(c *mplite.Comm) error {
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		got[c.Rank()] = c.Tuning()
+		return nil
+	}))
+	if got[0].Ts <= 0 || got[0] == mplite.DefaultTuning() {
+		t.Errorf("measured %+v", got[0])
+	}
+	for r := range got {
+		if got[r] != got[0] {
+			t.Errorf("rank %d has %+v, rank 0 %+v", r, got[r], got[0])
+		}
+	}
+}
+
+func TestParseTuning(t *testing.T) {
+	tu, algos, err := mplite.ParseTuning(strings.NewReader("ts 5e-6 # comment\n\ntc 1e-10\nalgo alltoall phased\n"))
+	if err != nil || tu.Ts != 5e-6 || tu.Tc != 1e-10 || algos["alltoall"] != "phased" {
+		t.Errorf("%+v %v %v", tu, algos, err)
+	}
+	text, _ := tu.MarshalText()
+	back, _, err := mplite.ParseTuning(strings.NewReader(string(text)))
+	if err != nil || back != tu {
+		t.Errorf("round trip: %+v %v", back, err)
+	}
+	for _, bad := range []string{"ts", "ts -1", "tc NaN", "algo bcast", "algo bcast nope", "speed 10"} {
+		if _, _, err := mplite.ParseTuning(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// FuzzParseTuning: the tuning file parser never panics, and what it
+// accepts is sane.
+func FuzzParseTuning(f *testing.F) {
+	f.Add("ts 1e-5\ntc 8e-10\n")
+	f.Add("# c\nalgo bcast binomial\n")
+	f.Add("ts 1\n\ntc 0\nalgo alltoall phased # x\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		tu, algos, err := mplite.ParseTuning(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		if !(tu.Ts >= 0 && tu.Tc >= 0) {
+			t.Fatalf("accepted %+v", tu)
+		}
+		for coll, algo := range algos {
+			if !slices.Contains(mplite.Algorithms(coll), algo) && algo != "auto" {
+				t.Fatalf("accepted %s %s", coll, algo)
+			}
+		}
+	})
+}

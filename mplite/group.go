@@ -1,0 +1,194 @@
+package mplite
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Undefined is the color that keeps a rank out of every communicator Split
+// makes (MPI_UNDEFINED): Split returns nil to it. Any negative color does.
+const Undefined = -1
+
+// ErrFreed: the communicator was freed.
+var ErrFreed = errors.New("mplite: communicator freed")
+
+// ErrContexts: every context id is taken; no more communicators can be made.
+var ErrContexts = errors.New("mplite: out of communicator context ids")
+
+// worldRank maps a rank of c (or AnySource) to the world rank.
+func (c *Comm) worldRank(r int) int {
+	if c.group == nil || r < 0 {
+		return r
+	}
+	return c.group[r]
+}
+
+// commStatus maps the source of a status from a world rank to a rank of c.
+func (c *Comm) commStatus(st Status) Status {
+	if c.inv != nil && st.Source >= 0 && st.Source < len(c.inv) {
+		st.Source = c.inv[st.Source]
+	}
+	return st
+}
+
+// IsWorld reports whether c is the world communicator of its rank.
+func (c *Comm) IsWorld() bool { return c.world == c }
+
+// WorldRank returns the world rank of rank r of c.
+func (c *Comm) WorldRank(r int) (int, error) {
+	if r < 0 || r >= c.csize {
+		return 0, fmt.Errorf("mplite: rank %d of %d: %w", r, c.csize, ErrRank)
+	}
+	return c.worldRank(r), nil
+}
+
+// checkUsable fails on a freed communicator.
+func (c *Comm) checkUsable() error {
+	if c.freed.Load() {
+		return ErrFreed
+	}
+	return nil
+}
+
+// newView makes a communicator over c's endpoint with the given members
+// (world ranks, in rank order) and context pair.
+func (c *Comm) newView(members []int, ctx uint16) *Comm {
+	me := -1
+	inv := make([]int, c.size)
+	for i := range inv {
+		inv[i] = -1
+	}
+	for i, w := range members {
+		inv[w] = i
+		if w == c.rank {
+			me = i
+		}
+	}
+	return &Comm{endpoint: c.endpoint, crank: me, csize: len(members), group: members, inv: inv,
+		pctx: ctx, cctx: ctx + 1, world: c.world}
+}
+
+// takeCtx takes the context pair at or above agreed (the maximum of the
+// members' next free ids) and moves this rank's next free id past it.
+func (c *Comm) takeCtx(agreed uint64) (uint16, error) {
+	if agreed > 0xffff-1 {
+		return 0, ErrContexts
+	}
+	c.mu.Lock()
+	c.nextCtx = max(c.nextCtx, uint16(agreed)+2)
+	c.mu.Unlock()
+	return uint16(agreed), nil
+}
+
+func (c *Comm) myNextCtx() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return uint64(c.nextCtx)
+}
+
+// Dup returns a new communicator with the same members in the same order
+// and a message space of its own (MPI_Comm_dup). Every member must call it;
+// it is collective over c.
+func (c *Comm) Dup() (*Comm, error) {
+	if err := c.enter("dup"); err != nil {
+		return nil, err
+	}
+	defer c.leave()
+	var in, out [8]byte
+	binary.LittleEndian.PutUint64(in[:], c.myNextCtx())
+	if err := c.allreduceBytes(in[:], out[:], maxU64(), c.pickAlgo(collAllreduce, 8, true)); err != nil {
+		return nil, fmt.Errorf("mplite: dup: %w", err)
+	}
+	ctx, err := c.takeCtx(binary.LittleEndian.Uint64(out[:]))
+	if err != nil {
+		return nil, fmt.Errorf("mplite: dup: %w", err)
+	}
+	members := make([]int, c.csize)
+	for i := range members {
+		members[i] = c.worldRank(i)
+	}
+	return c.newView(members, ctx), nil
+}
+
+// Split partitions c (CCL's partition, MPI_Comm_split): the members that
+// pass the same color form one new communicator, ordered by key with ties
+// broken by their rank in c. A rank passing a negative color (Undefined)
+// gets nil. Every member of c must call it; no member returns before all
+// have called.
+func (c *Comm) Split(color, key int) (*Comm, error) {
+	if err := c.enter("split"); err != nil {
+		return nil, err
+	}
+	defer c.leave()
+	if color < 0 {
+		color = Undefined
+	}
+	const rec = 24
+	mine := make([]byte, rec)
+	binary.LittleEndian.PutUint64(mine[0:], uint64(int64(color)))
+	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
+	binary.LittleEndian.PutUint64(mine[16:], c.myNextCtx())
+	all := make([]byte, rec*c.csize)
+	if err := c.allgatherBytes(mine, all, c.pickAlgo(collAllgather, rec, true)); err != nil {
+		return nil, fmt.Errorf("mplite: split: %w", err)
+	}
+	type entry struct{ color, key, rank int }
+	var agreed uint64
+	var same []entry
+	for r := range c.csize {
+		b := all[r*rec:]
+		e := entry{int(int64(binary.LittleEndian.Uint64(b))), int(int64(binary.LittleEndian.Uint64(b[8:]))), r}
+		agreed = max(agreed, binary.LittleEndian.Uint64(b[16:]))
+		if color != Undefined && e.color == color {
+			same = append(same, e)
+		}
+	}
+	// Every member takes the same id, whatever its color: the new
+	// communicators are disjoint, so they may share it.
+	ctx, err := c.takeCtx(agreed)
+	if err != nil {
+		return nil, fmt.Errorf("mplite: split: %w", err)
+	}
+	if color == Undefined {
+		return nil, nil
+	}
+	slices.SortStableFunc(same, func(a, b entry) int {
+		if a.key != b.key {
+			if a.key < b.key {
+				return -1
+			}
+			return 1
+		}
+		return a.rank - b.rank
+	})
+	members := make([]int, len(same))
+	for i, e := range same {
+		members[i] = c.worldRank(e.rank)
+	}
+	return c.newView(members, ctx), nil
+}
+
+// Free releases a communicator made by Dup or Split: later operations on
+// it fail with ErrFreed. Messages still in flight on it are not received.
+// The world cannot be freed (Finalize ends it). Free is local: it needs no
+// other member.
+func (c *Comm) Free() error {
+	if c.IsWorld() {
+		return errors.New("mplite: the world communicator is ended by Finalize, not freed")
+	}
+	if c.freed.Swap(true) {
+		return ErrFreed
+	}
+	return nil
+}
+
+// maxU64 is the byte-level maximum of little-endian uint64s.
+func maxU64() Reducer {
+	return Reducer{Elem: 8, Commutative: true, Fn: func(dst, a, b []byte) {
+		for i := 0; i+8 <= len(dst); i += 8 {
+			binary.LittleEndian.PutUint64(dst[i:], max(binary.LittleEndian.Uint64(a[i:]), binary.LittleEndian.Uint64(b[i:])))
+		}
+	}}
+}

@@ -1,0 +1,541 @@
+package mplite
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Collective names, as WithAlgorithm, SetAlgorithm and MPLITE_ALGO_<NAME>
+// take them.
+const (
+	collBarrier    = "barrier"
+	collBcast      = "bcast"
+	collReduce     = "reduce"
+	collAllreduce  = "allreduce"
+	collGather     = "gather"
+	collGatherv    = "gatherv"
+	collScatter    = "scatter"
+	collScatterv   = "scatterv"
+	collAllgather  = "allgather"
+	collAllgatherv = "allgatherv"
+	collAlltoall   = "alltoall"
+	collAlltoallv  = "alltoallv"
+	collScan       = "scan"
+	collExscan     = "exscan"
+)
+
+// Collectives lists the collective names that take an algorithm override.
+func Collectives() []string {
+	return []string{collBarrier, collBcast, collReduce, collAllreduce, collGather, collGatherv, collScatter,
+		collScatterv, collAllgather, collAllgatherv, collAlltoall, collAlltoallv, collScan, collExscan}
+}
+
+// Algorithms lists the algorithms of a collective (nil for an unknown
+// one). The first is preferred when the cost model ties.
+func Algorithms(coll string) []string {
+	switch coll {
+	case collBarrier:
+		return []string{"dissemination"}
+	case collBcast:
+		return []string{"binomial", "scatter_allgather"}
+	case collReduce:
+		return []string{"binomial", "rabenseifner"}
+	case collAllreduce:
+		return []string{"recursive_doubling", "rabenseifner", "ring"}
+	case collGather, collScatter:
+		return []string{"binomial", "linear"}
+	case collGatherv, collScatterv:
+		return []string{"linear"}
+	case collAllgather:
+		return []string{"recursive_doubling", "bruck", "ring"}
+	case collAllgatherv:
+		return []string{"ring", "linear"}
+	case collAlltoall:
+		return []string{"bruck", "pairwise", "linear", "phased"}
+	case collAlltoallv:
+		return []string{"pairwise", "linear", "phased"}
+	case collScan:
+		return []string{"recursive_doubling", "linear"}
+	case collExscan:
+		return []string{"recursive_doubling"}
+	}
+	return nil
+}
+
+// checkAlgo validates an override; the error lists the valid names.
+func checkAlgo(coll, algo string) error {
+	algos := Algorithms(coll)
+	if algos == nil {
+		return fmt.Errorf("mplite: unknown collective %q (valid: %s)", coll, strings.Join(Collectives(), ", "))
+	}
+	if algo != "auto" && !slices.Contains(algos, algo) {
+		return fmt.Errorf("mplite: unknown %s algorithm %q (valid: auto, %s)", coll, algo, strings.Join(algos, ", "))
+	}
+	return nil
+}
+
+// Cost returns CCL's cost measures of an algorithm: C1, the steps in
+// sequence, and C2, the bytes any one rank sends in sequence, for n ranks
+// and m bytes. m is the whole buffer for bcast, reduce, allreduce, scan and
+// exscan, and one rank's block for the others (the average block for the v
+// variants); the Bruck alltoall's is given for radix 2. The time estimate is C1·t_s + C2·t_c. ok is false for an unknown name.
+func Cost(coll, algo string, n, m int) (c1, c2 float64, ok bool) {
+	N, M := float64(n), float64(m)
+	lg := float64(ceilLog2(n))
+	p := floorPow2(max(n, 1))
+	lgp := float64(ceilLog2(p))
+	fold := 0.0
+	if p != n {
+		fold = 1
+	}
+	switch coll + "/" + algo {
+	case "barrier/dissemination":
+		return lg, 0, true
+	case "bcast/binomial", "reduce/binomial", "scan/recursive_doubling", "exscan/recursive_doubling":
+		return lg, lg * M, true
+	case "bcast/scatter_allgather":
+		return lg + N - 1, 2 * M * (N - 1) / N, true
+	case "reduce/rabenseifner":
+		return 2*lgp + fold + 1, 2*M*(float64(p)-1)/float64(p) + fold*M + M, true
+	case "allreduce/recursive_doubling":
+		return lgp + 2*fold, lgp*M + 2*fold*M, true
+	case "allreduce/rabenseifner":
+		return 2*lgp + 2*fold, 2*M*(float64(p)-1)/float64(p) + 2*fold*M, true
+	case "allreduce/ring":
+		return 2 * (N - 1), 2 * M * (N - 1) / N, true
+	case "gather/binomial", "scatter/binomial", "allgather/bruck", "allgather/recursive_doubling":
+		return lg, (N - 1) * M, true
+	case "gather/linear", "scatter/linear", "gatherv/linear", "scatterv/linear", "allgather/ring",
+		"allgatherv/ring", "allgatherv/linear", "alltoall/pairwise", "alltoall/linear",
+		"alltoallv/pairwise", "alltoallv/linear", "scan/linear":
+		return N - 1, (N - 1) * M, true
+	case "alltoall/phased", "alltoallv/phased":
+		// n-1 phases and n-2 barriers of ceil(log2 n) steps each.
+		return N - 1 + max(N-2, 0)*lg, (N - 1) * M, true
+	case "alltoall/bruck":
+		c1, c2 := bruckCost(n, m, 2)
+		return c1, c2, true
+	}
+	return 0, 0, false
+}
+
+// bruckCost is the radix-r Bruck alltoall's: (r-1) exchanges per base-r
+// digit, each of the blocks with that digit value.
+func bruckCost(n, m, r int) (c1, c2 float64) {
+	for w := 1; w < n; w *= r {
+		for d := 1; d < r && d*w < n; d++ {
+			k := 0
+			for i := range n {
+				if (i/w)%r == d {
+					k++
+				}
+			}
+			c1++
+			c2 += float64(k * m)
+		}
+	}
+	return c1, c2
+}
+
+// Tuning holds the machine parameters of the cost model.
+type Tuning struct {
+	Ts float64 // start-up time of a message, seconds
+	Tc float64 // time per byte, seconds
+}
+
+// DefaultTuning is used unless measured or loaded: 20 µs and 10 Gb/s.
+func DefaultTuning() Tuning { return Tuning{Ts: 20e-6, Tc: 0.8e-9} }
+
+// MarshalText writes the tuning file format that WithTuningFile reads.
+func (t Tuning) MarshalText() ([]byte, error) {
+	return fmt.Appendf(nil, "ts %g\ntc %g\n", t.Ts, t.Tc), nil
+}
+
+// ParseTuning reads a tuning file: lines "ts SECONDS" and "tc
+// SECONDS_PER_BYTE", optionally "algo COLLECTIVE ALGORITHM" (overrides),
+// blank lines and #-comments. Missing values keep DefaultTuning's.
+func ParseTuning(r io.Reader) (Tuning, map[string]string, error) {
+	t := DefaultTuning()
+	algos := map[string]string{}
+	sc := bufio.NewScanner(io.LimitReader(r, 1<<20))
+	line := 0
+	for sc.Scan() {
+		line++
+		s := strings.TrimSpace(sc.Text())
+		if i := strings.IndexByte(s, '#'); i >= 0 {
+			s = strings.TrimSpace(s[:i])
+		}
+		if s == "" {
+			continue
+		}
+		f := strings.Fields(s)
+		switch {
+		case (f[0] == "ts" || f[0] == "tc") && len(f) == 2:
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil || v < 0 || v > 1 || math.IsNaN(v) {
+				return t, nil, fmt.Errorf("mplite: tuning line %d: bad %s %q", line, f[0], f[1])
+			}
+			if f[0] == "ts" {
+				t.Ts = v
+			} else {
+				t.Tc = v
+			}
+		case f[0] == "algo" && len(f) == 3:
+			if err := checkAlgo(f[1], f[2]); err != nil {
+				return t, nil, fmt.Errorf("tuning line %d: %w", line, err)
+			}
+			algos[f[1]] = f[2]
+		default:
+			return t, nil, fmt.Errorf("mplite: tuning line %d: cannot parse %q", line, s)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return t, nil, fmt.Errorf("mplite: tuning: %w", err)
+	}
+	return t, algos, nil
+}
+
+// WithAlgorithm forces the algorithm of a collective ("auto" restores the
+// cost model's choice), overriding MPLITE_ALGO_<COLL>. Every rank must
+// pass the same. An unknown name is an error listing the valid ones.
+func WithAlgorithm(coll, algo string) Option {
+	return func(c *config) error {
+		if err := checkAlgo(coll, algo); err != nil {
+			return err
+		}
+		if c.algos == nil {
+			c.algos = map[string]string{}
+		}
+		c.algos[coll] = algo
+		c.algoSet = append(c.algoSet, coll)
+		return nil
+	}
+}
+
+// WithTuning sets the cost model's parameters.
+func WithTuning(t Tuning) Option {
+	return func(c *config) error {
+		if !(t.Ts >= 0 && t.Tc >= 0) {
+			return fmt.Errorf("mplite: tuning %+v is negative", t)
+		}
+		c.tuning, c.tuneMeasure, c.tuneSet = t, false, true
+		return nil
+	}
+}
+
+// WithTuningFile loads the cost model's parameters (and algorithm
+// overrides) from a file in ParseTuning's format, overriding MPLITE_TUNING.
+func WithTuningFile(path string) Option {
+	return func(c *config) error {
+		c.tuneSet = true
+		return c.loadTuning(path)
+	}
+}
+
+// WithMeasuredTuning makes the world measure t_s and t_c at its first
+// collective (a ping-pong between ranks 0 and 1, whose result rank 0
+// broadcasts); MPLITE_TUNING=measure does the same.
+func WithMeasuredTuning() Option {
+	return func(c *config) error {
+		c.tuneMeasure, c.tuneSet = true, true
+		return nil
+	}
+}
+
+// WithPhasedThreshold sets the block size below which the "phased"
+// all-to-all algorithms send everything at once (CC-MPI's small-message
+// threshold; default DefaultPhasedThreshold). The cost model picks phased
+// by itself only for blocks of at least this size when auto is true.
+func WithPhasedThreshold(bytes int, auto bool) Option {
+	return func(c *config) error {
+		if bytes < 0 {
+			return fmt.Errorf("mplite: phased threshold %d is negative", bytes)
+		}
+		c.phasedTh, c.phasedAuto = bytes, auto
+		return nil
+	}
+}
+
+// DefaultPhasedThreshold is where CC-MPI's phased all-to-all began to win
+// on its 100 Mb/s switch (8 to 16 KB).
+const DefaultPhasedThreshold = 8 << 10
+
+func (c *config) loadTuning(path string) error {
+	if path == "measure" {
+		c.tuneMeasure = true
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("mplite: tuning file: %w", err)
+	}
+	defer f.Close()
+	t, algos, err := ParseTuning(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	c.tuning, c.tuneMeasure = t, false
+	for k, v := range algos {
+		if c.algos == nil {
+			c.algos = map[string]string{}
+		}
+		if !slices.Contains(c.algoSet, k) {
+			c.algos[k] = v
+		}
+	}
+	return nil
+}
+
+// collEnv applies MPLITE_TUNING and MPLITE_ALGO_<COLL> where no option
+// said otherwise.
+func (c *config) collEnv(getenv func(string) string) error {
+	if p := getenv("MPLITE_TUNING"); p != "" && !c.tuneSet {
+		if err := c.loadTuning(p); err != nil {
+			return err
+		}
+	}
+	for _, coll := range Collectives() {
+		v := getenv("MPLITE_ALGO_" + strings.ToUpper(coll))
+		if v == "" || slices.Contains(c.algoSet, coll) {
+			continue
+		}
+		if err := checkAlgo(coll, v); err != nil {
+			return fmt.Errorf("MPLITE_ALGO_%s: %w", strings.ToUpper(coll), err)
+		}
+		if c.algos == nil {
+			c.algos = map[string]string{}
+		}
+		c.algos[coll] = v
+	}
+	return nil
+}
+
+// SetAlgorithm forces the algorithm of a collective on this communicator
+// only ("auto": back to the world's options and the cost model). Every
+// member must set the same before the next collective; it must not run
+// concurrently with a collective on c.
+func (c *Comm) SetAlgorithm(coll, algo string) error {
+	if err := checkAlgo(coll, algo); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.coll.algos == nil {
+		c.coll.algos = map[string]string{}
+	}
+	c.coll.algos[coll] = algo
+	return nil
+}
+
+// SetAlltoallRadix sets the radix of the Bruck alltoall on this
+// communicator (0: the cost model's choice). Every member must set the
+// same.
+func (c *Comm) SetAlltoallRadix(r int) error {
+	if r < 0 || r == 1 {
+		return fmt.Errorf("mplite: Bruck radix %d (want 0 or at least 2)", r)
+	}
+	c.mu.Lock()
+	c.coll.radix = r
+	c.mu.Unlock()
+	return nil
+}
+
+// SetScheduler chooses the phased Alltoallv's scheduler on this
+// communicator: SchedAllToAll (the default) or SchedGreedy.
+func (c *Comm) SetScheduler(name string) error {
+	if name != SchedAllToAll && name != SchedGreedy {
+		return fmt.Errorf("mplite: unknown scheduler %q (valid: %s, %s)", name, SchedAllToAll, SchedGreedy)
+	}
+	c.mu.Lock()
+	c.coll.sched = name
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Comm) scheduler() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coll.sched
+}
+
+func (c *Comm) phasedThreshold() int { return c.cfg.phasedTh }
+
+// Tuning returns the cost model's parameters in use (measured at the first
+// collective if so configured).
+func (c *Comm) Tuning() Tuning {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tuned {
+		return c.tune
+	}
+	return c.cfg.tuning
+}
+
+// Algorithm returns the algorithm the communicator would use for coll with
+// m bytes (as Cost counts them) and a commutative operator.
+func (c *Comm) Algorithm(coll string, m int) (string, error) {
+	if Algorithms(coll) == nil {
+		return "", checkAlgo(coll, "")
+	}
+	return c.pickAlgo(coll, m, true), nil
+}
+
+// pickAlgo is the override for coll if any, else the algorithm of least
+// estimated time.
+func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
+	c.mu.Lock()
+	algo := c.coll.algos[coll]
+	if algo == "" || algo == "auto" {
+		algo = c.cfg.algos[coll]
+	}
+	t := c.cfg.tuning
+	if c.tuned {
+		t = c.tune
+	}
+	c.mu.Unlock()
+	if algo != "" && algo != "auto" {
+		return algo
+	}
+	n := c.csize
+	best, bestT := "", math.Inf(1)
+	for _, a := range Algorithms(coll) {
+		switch {
+		case a == "ring" && coll == collAllreduce && !commutative,
+			a == "recursive_doubling" && coll == collAllgather && n&(n-1) != 0,
+			a == "phased" && (!c.cfg.phasedAuto || m < c.cfg.phasedTh):
+			continue
+		}
+		c1, c2, _ := Cost(coll, a, n, m)
+		if a == "bruck" && coll == collAlltoall {
+			c1, c2 = bruckCost(n, m, c.bestRadix(m, t))
+		}
+		if est := c1*t.Ts + c2*t.Tc; est < bestT {
+			best, bestT = a, est
+		}
+	}
+	return best
+}
+
+// bestRadix is the Bruck radix of least estimated time for blocks of m.
+func (c *Comm) bestRadix(m int, t Tuning) int {
+	n := c.csize
+	best, bestT := 2, math.Inf(1)
+	for r := 2; r <= max(n, 2); r++ {
+		c1, c2 := bruckCost(n, m, r)
+		if est := c1*t.Ts + c2*t.Tc; est < bestT {
+			best, bestT = r, est
+		}
+	}
+	return best
+}
+
+func (c *Comm) alltoallRadix(m int) int {
+	c.mu.Lock()
+	r := c.coll.radix
+	t := c.cfg.tuning
+	if c.tuned {
+		t = c.tune
+	}
+	c.mu.Unlock()
+	if r >= 2 {
+		return r
+	}
+	return c.bestRadix(m, t)
+}
+
+// ensureTuned settles the tuning before the first collective: the
+// configured values, or a measurement on the world. (The first collective
+// of a rank is always on the world: every other communicator comes from a
+// collective on it.)
+func (c *Comm) ensureTuned() error {
+	c.mu.Lock()
+	if c.tuned {
+		c.mu.Unlock()
+		return nil
+	}
+	if !c.cfg.tuneMeasure || c.size == 1 {
+		c.tune, c.tuned = c.cfg.tuning, true
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
+	t, err := c.world.measure()
+	if err != nil {
+		return fmt.Errorf("measure tuning: %w", err)
+	}
+	c.mu.Lock()
+	c.tune, c.tuned = t, true
+	c.mu.Unlock()
+	return nil
+}
+
+// measure times ping-pongs of 0 and 64 KiB between world ranks 0 and 1;
+// rank 0 broadcasts the result.
+func (c *Comm) measure() (Tuning, error) {
+	const small, large, rounds = 0, 64 << 10, 10
+	x := c.newXfer()
+	var res [16]byte
+	if c.rank <= 1 {
+		buf := make([]byte, large)
+		peer := 1 - c.rank
+		pp := func(size int) (float64, error) {
+			start := time.Now()
+			for range rounds {
+				if c.rank == 0 {
+					if err := x.send(buf[:size], peer, 900); err != nil {
+						return 0, err
+					}
+					if err := x.wait(); err != nil {
+						return 0, err
+					}
+					if err := x.recv(buf[:size], peer, 901); err != nil {
+						return 0, err
+					}
+				} else {
+					if err := x.recv(buf[:size], peer, 900); err != nil {
+						return 0, err
+					}
+					if err := x.wait(); err != nil {
+						return 0, err
+					}
+					if err := x.send(buf[:size], peer, 901); err != nil {
+						return 0, err
+					}
+				}
+				if err := x.wait(); err != nil {
+					return 0, err
+				}
+			}
+			return time.Since(start).Seconds() / (2 * rounds), nil
+		}
+		ts, err := pp(small)
+		if err != nil {
+			return Tuning{}, err
+		}
+		tl, err := pp(large)
+		if err != nil {
+			return Tuning{}, err
+		}
+		t := Tuning{Ts: ts, Tc: max(tl-ts, 0) / large}
+		binary.LittleEndian.PutUint64(res[:], math.Float64bits(t.Ts))
+		binary.LittleEndian.PutUint64(res[8:], math.Float64bits(t.Tc))
+	}
+	if err := c.bcastBinomial(res[:], 0); err != nil {
+		return Tuning{}, err
+	}
+	t := Tuning{Ts: math.Float64frombits(binary.LittleEndian.Uint64(res[:])),
+		Tc: math.Float64frombits(binary.LittleEndian.Uint64(res[8:]))}
+	if !(t.Ts >= 0 && t.Tc >= 0) {
+		return Tuning{}, errors.New("measured a negative time")
+	}
+	return t, nil
+}
