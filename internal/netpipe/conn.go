@@ -123,15 +123,15 @@ func (m Modules) Names() []string {
 	return out
 }
 
-// DefaultModules returns the modules this library provides (raw, tcp and
-// vi) and names the layers still to come (rdma, mplite) with nil entries.
-// Callers add modules from other packages to the returned map.
+// DefaultModules returns the modules this library provides (raw, tcp, vi,
+// rdma and mplite). Callers add modules from other packages to the
+// returned map.
 func DefaultModules() Modules {
 	return Modules{
 		"raw":    RawModule{},
 		"tcp":    TCPModule{},
 		"vi":     VIModule{},
-		"rdma":   nil,
+		"rdma":   RDMAModule{},
 		"mplite": MPLiteModule{},
 	}
 }

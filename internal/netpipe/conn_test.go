@@ -343,9 +343,12 @@ func TestModulesLookup(t *testing.T) {
 	if _, err := m.Lookup("vi"); err != nil {
 		t.Error(err)
 	}
-	_, err := m.Lookup("rdma")
-	if !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), "module rdma is not built yet") {
-		t.Errorf("rdma: %v", err)
+	if _, err := m.Lookup("rdma"); err != nil {
+		t.Error(err)
+	}
+	_, err := Modules{"later": nil}.Lookup("later")
+	if !errors.Is(err, ErrNotBuilt) || !strings.Contains(err.Error(), "module later is not built yet") {
+		t.Errorf("a nil module: %v", err)
 	}
 	if _, err := m.Lookup("nope"); err == nil || errors.Is(err, ErrNotBuilt) {
 		t.Errorf("unknown module: %v", err)

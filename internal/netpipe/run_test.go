@@ -73,7 +73,7 @@ func TestRunModesOverEveryModule(t *testing.T) {
 	i.Integrity = true
 	modes["integrity"] = i
 	for name, cfg := range modes {
-		for _, mod := range []string{"raw", "tcp", "vi"} {
+		for _, mod := range []string{"raw", "tcp", "vi", "rdma"} {
 			t.Run(mod+"/"+name, func(t *testing.T) {
 				var tc, rc Conn
 				switch mod {
@@ -83,6 +83,9 @@ func TestRunModesOverEveryModule(t *testing.T) {
 				case "vi":
 					tx, rx, _ := memPair(t, 1, memnic.PortConfig{})
 					tc, rc = connectPair(t, VIModule{}, tx, rx)
+				case "rdma":
+					tx, rx, _ := memPair(t, 1, memnic.PortConfig{})
+					tc, rc = connectPair(t, RDMAModule{}, tx, rx)
 				default:
 					tc, rc = tcpPair(t)
 				}
