@@ -3,6 +3,7 @@ package mplite
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/ethervia/ethervia/nic"
@@ -36,6 +37,7 @@ type Option func(*config) error
 
 type config struct {
 	eagerLimit       int
+	eagerSet         bool // WithEagerLimit chose it: MPLITE_EAGER_LIMIT is ignored
 	recvDepth        int
 	unexpectedLimit  int64
 	spin             time.Duration
@@ -97,7 +99,26 @@ func buildConfig(opts []Option) (config, error) {
 	if err := cfg.collEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
+	if err := cfg.eagerEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// eagerEnv applies MPLITE_EAGER_LIMIT (bytes) unless an option set the
+// limit: like MPI libraries' eager-limit variables, it lets a launcher or a
+// benchmark move the protocol switch without a rebuild.
+func (c *config) eagerEnv(getenv func(string) string) error {
+	s := getenv("MPLITE_EAGER_LIMIT")
+	if s == "" || c.eagerSet {
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > MaxEagerLimit {
+		return fmt.Errorf("%w: MPLITE_EAGER_LIMIT=%q is not a byte count in [0, %d]", ErrEnvironment, s, MaxEagerLimit)
+	}
+	c.eagerLimit = n
+	return nil
 }
 
 // WithEagerLimit sets the largest message sent eagerly (copied into a
@@ -109,7 +130,7 @@ func WithEagerLimit(n int) Option {
 		if n < 0 || n > MaxEagerLimit {
 			return fmt.Errorf("mplite: eager limit %d outside [0, %d]", n, MaxEagerLimit)
 		}
-		c.eagerLimit = n
+		c.eagerLimit, c.eagerSet = n, true
 		return nil
 	}
 }
