@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -103,21 +104,21 @@ type endpoint struct {
 	umsgFree   []*umsg
 	reqFree    []*Request
 	// handshakes in progress, by id
-	sendIDs             map[uint32]*Request
-	recvIDs             map[uint32]*Request
-	nextID              uint32
-	sendCache, recvCach *regCache
-	anyErr              error // fails receives from AnySource once a peer died
-	unconnected         int   // peers neither connected nor gone
-	lastConnPoll        int64
-	timed               int  // waiters with a deadline: wake them now and then
-	changed             bool // something a waiter may care about happened
-	finalizing          bool
-	finalized           bool
-	stats               Stats
-	nextCtx             uint16 // the lowest context id no communicator of this rank uses
-	tune                Tuning // the cost model's parameters, once tuned
-	tuned               bool
+	sendIDs              map[uint32]*Request
+	recvIDs              map[uint32]*Request
+	nextID               uint32
+	sendCache, recvCache *rdma.Cache
+	anyErr               error // fails receives from AnySource once a peer died
+	unconnected          int   // peers neither connected nor gone
+	lastConnPoll         int64
+	timed                int  // waiters with a deadline: wake them now and then
+	changed              bool // something a waiter may care about happened
+	finalizing           bool
+	finalized            bool
+	stats                Stats
+	nextCtx              uint16 // the lowest context id no communicator of this rank uses
+	tune                 Tuning // the cost model's parameters, once tuned
+	tuned                bool
 
 	pollers  atomic.Int32 // calls polling right now: the progress goroutine steps aside
 	lastPoll atomic.Int64 // when a call last stopped polling (nanos)
@@ -293,8 +294,15 @@ func (c *Comm) openProvider() error {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}
 	c.cq = cq
-	c.sendCache = newRegCache(p, c.ptag, 0, c.cfg.cacheEntries, c.cfg.cacheBytes)
-	c.recvCach = newRegCache(p, c.ptag, vi.AccessRDMAWrite, c.cfg.cacheEntries, c.cfg.cacheBytes)
+	// MP_Lite's dynamic registration: user buffers of the handshake are
+	// looked up before they are registered.
+	if c.sendCache, err = p.NewMemoryCache(c.ptag, 0, c.cfg.cacheEntries, c.cfg.cacheBytes); err == nil {
+		c.recvCache, err = p.NewMemoryCache(c.ptag, vi.AccessRDMAWrite, c.cfg.cacheEntries, c.cfg.cacheBytes)
+	}
+	if err != nil {
+		p.Close()
+		return fmt.Errorf("mplite rank %d: registration cache: %w", c.rank, err)
+	}
 	return nil
 }
 
@@ -311,8 +319,9 @@ func (c *Comm) Stats() Stats {
 	s := c.stats
 	s.UnexpectedBytes = c.unexpBytes
 	if c.sendCache != nil {
-		s.CacheHits = c.sendCache.hits + c.recvCach.hits
-		s.CacheMisses = c.sendCache.misses + c.recvCach.misses
+		ss, rs := c.sendCache.Stats(), c.recvCache.Stats()
+		s.CacheHits = ss.Hits + rs.Hits
+		s.CacheMisses = ss.Misses + rs.Misses
 	}
 	return s
 }

@@ -3,10 +3,6 @@ package mplite
 import (
 	"errors"
 	"testing"
-
-	"github.com/ethervia/ethervia/nic"
-	"github.com/ethervia/ethervia/nic/memnic"
-	"github.com/ethervia/ethervia/vi"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -142,60 +138,4 @@ func FuzzEnvelope(f *testing.F) {
 			t.Fatalf("%x encodes back to %x", msg[:envLen], b)
 		}
 	})
-}
-
-func TestRegCache(t *testing.T) {
-	sw := memnic.NewSwitch(1)
-	port, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer port.Close()
-	p, err := vi.Open(port, vi.Options{Config: nic.Config{JobKey: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	rc := newRegCache(p, p.NewPTag(), vi.AccessRDMAWrite, 2, 1<<20)
-	a, b, c := make([]byte, 1000), make([]byte, 1000), make([]byte, 1000)
-	ea, err := rc.get(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e, _ := rc.get(a[100:200]); e != ea || e.offset(a[100:200]) != 100 {
-		t.Fatalf("a slice of a registered buffer missed the cache")
-	}
-	rc.put(ea)
-	rc.put(ea)
-	eb, _ := rc.get(b)
-	rc.put(eb)
-	if rc.hits != 1 || rc.misses != 2 {
-		t.Fatalf("hits %d misses %d", rc.hits, rc.misses)
-	}
-	// A third buffer evicts the least recently used (a).
-	ec, _ := rc.get(c)
-	if len(rc.entries) != 2 || rc.entries[bufAddr(a)] != nil {
-		t.Fatalf("LRU eviction: entries %d, a still cached %v", len(rc.entries), rc.entries[bufAddr(a)] != nil)
-	}
-	if err := p.DeregisterMemory(ea.h); err == nil {
-		t.Fatal("the evicted registration is still registered")
-	}
-	// Everything in use: a new buffer is registered without caching and
-	// deregistered when put.
-	eb, _ = rc.get(b)
-	d := make([]byte, 10)
-	ed, err := rc.get(d)
-	if err != nil || ed.cached {
-		t.Fatalf("overflow registration: %v cached %v", err, ed != nil && ed.cached)
-	}
-	rc.put(ed)
-	if err := p.DeregisterMemory(ed.h); err == nil {
-		t.Fatal("an overflow registration outlived its put")
-	}
-	rc.put(eb)
-	rc.put(ec)
-	rc.flush()
-	if len(rc.entries) != 0 || rc.bytes != 0 {
-		t.Fatalf("after flush: %d entries, %d bytes", len(rc.entries), rc.bytes)
-	}
 }

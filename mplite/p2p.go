@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/rdma"
 )
 
 // Request is a nonblocking send or receive. Complete it with Wait, Test or
@@ -26,7 +27,7 @@ type Request struct {
 
 	// handshake
 	id     uint32
-	reg    *regEntry
+	reg    *rdma.Region
 	grant  int
 	off    int
 	chunks int
@@ -342,9 +343,9 @@ func (c *Comm) releaseReg(r *Request) {
 		return
 	}
 	if r.send {
-		c.sendCache.put(r.reg)
+		c.sendCache.Put(r.reg)
 	} else {
-		c.recvCach.put(r.reg)
+		c.recvCache.Put(r.reg)
 	}
 	r.reg = nil
 }
@@ -508,7 +509,7 @@ func (c *Comm) postChunk(p *peer, r *Request) bool {
 	if last {
 		d.Control.Immediate, d.Control.ImmData = true, r.recvID
 	}
-	d.Segments[0] = descriptors.Segment{Buf: r.buf[r.off : r.off+n], Handle: r.reg.h}
+	d.Segments[0] = descriptors.Segment{Buf: r.buf[r.off : r.off+n], Handle: descriptors.MemHandle(r.reg.Handle())}
 	d.Address = descriptors.AddressSegment{Handle: descriptors.MemHandle(r.rkey), Offset: r.raddr + uint64(r.off)}
 	if err := p.v.PostSend(d); err != nil {
 		p.wfre = append(p.wfre, i)
@@ -822,7 +823,7 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 	r.id = c.newID()
 	e := envelope{typ: msgCTS, sendID: sendID, recvID: r.id, length: grant}
 	if grant > 0 {
-		reg, err := c.recvCach.get(r.buf[:grant])
+		reg, err := c.recvCache.Get(r.buf[:grant])
 		if err != nil {
 			// Nothing can be written: let the sender finish, fail here.
 			e.length = 0
@@ -830,7 +831,7 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 			r.st.Count = 0
 		} else {
 			r.reg = reg
-			e.rkey, e.raddr = uint32(reg.h), reg.offset(r.buf)
+			e.rkey, e.raddr = uint32(reg.Handle()), regionOffset(reg, r.buf)
 		}
 	}
 	c.recvIDs[r.id] = r
@@ -846,7 +847,7 @@ func (c *Comm) onCTS(p *peer, e *envelope) {
 	}
 	r.recvID, r.grant, r.rkey, r.raddr = e.recvID, e.length, e.rkey, e.raddr
 	if r.grant > 0 {
-		reg, err := c.sendCache.get(r.buf[:r.grant])
+		reg, err := c.sendCache.Get(r.buf[:r.grant])
 		if err == nil {
 			r.reg = reg
 			p.rdmaq.push(r)

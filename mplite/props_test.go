@@ -326,3 +326,39 @@ func TestEagerHotPathAllocatesNothing(t *testing.T) {
 		})
 	}
 }
+
+// The handshake registers a user buffer once: reused buffers (and slices
+// of them) hit the registration cache, and the data stays exact.
+func TestHandshakeBuffersRegisteredOnce(t *testing.T) {
+	const n, rounds = 100 << 10, 10
+	noErrors(t, runWorld(t, 2, 30*time.Second, nil, func(c *mplite.Comm) error {
+		buf := make([]byte, n)
+		for i := range rounds {
+			msg := buf
+			if i%2 == 1 {
+				msg = buf[100+i : n-i] // a slice inside the registered buffer
+			}
+			if c.Rank() == 0 {
+				copy(msg, pattern(len(msg), i))
+				if err := c.Send(msg, 1, i); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := c.Recv(msg, 0, i); err != nil {
+				return err
+			}
+			if !bytes.Equal(msg, pattern(len(msg), i)) {
+				return fmt.Errorf("round %d: data corrupt", i)
+			}
+		}
+		s := c.Stats()
+		if s.HandshakeSent+s.HandshakeReceived != rounds {
+			return fmt.Errorf("%d handshakes, want %d (stats %+v)", s.HandshakeSent+s.HandshakeReceived, rounds, s)
+		}
+		if s.CacheMisses != 1 || s.CacheHits != rounds-1 {
+			return fmt.Errorf("registration cache: %d misses and %d hits, want 1 and %d", s.CacheMisses, s.CacheHits, rounds-1)
+		}
+		return nil
+	}))
+}
