@@ -119,6 +119,7 @@ type endpoint struct {
 	nextCtx              uint16 // the lowest context id no communicator of this rank uses
 	tune                 Tuning // the cost model's parameters, once tuned
 	tuned                bool
+	mc                   mcastEP // multicast groups and datagrams (mcast.go)
 
 	pollers  atomic.Int32 // calls polling right now: the progress goroutine steps aside
 	lastPoll atomic.Int64 // when a call last stopped polling (nanos)
@@ -148,6 +149,11 @@ type Stats struct {
 	// CacheHits and CacheMisses count registration-cache lookups of user
 	// buffers (both sides of handshakes).
 	CacheHits, CacheMisses uint64
+	// Offered counts receive buffers offered to their sender before the
+	// message came (a receiver-initiated handshake); OffersUsed counts the
+	// messages that arrived straight in such a buffer, and OffersTaken the
+	// messages this rank wrote into a peer's offer.
+	Offered, OffersUsed, OffersTaken uint64
 	// BadEnvelopes counts malformed messages from peers (dropped).
 	BadEnvelopes uint64
 	// UnexpectedBytes is what unexpected messages hold against the bound
@@ -188,9 +194,15 @@ type peer struct {
 	sops opRing // sends posted, in order
 
 	sendq rlist // sends not yet posted (eager copy or RTS), in order
-	rdmaq rlist // handshake sends with a CTS and data left to post
-	ctrlq []envelope
-	ctrlH int
+	// Receiver-initiated handshakes (offer.go): messages counted each way,
+	// the receive offered to this peer, and the offer it made us.
+	msgsSent, msgsRecv uint32
+	offered            *Request
+	offer              envelope
+	hasOffer           bool
+	rdmaq              rlist // handshake sends with a CTS and data left to post
+	ctrlq              []envelope
+	ctrlH              int
 
 	finRecv, finAcked, finSent bool
 }

@@ -380,6 +380,11 @@ func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) erro
 	}
 	p := c.peers[dest]
 	c.ensureConn(p)
+	if len(buf) > c.cfg.eagerLimit && !p.hasOffer && p.sendq.head == nil && p.err == nil {
+		// The receiver's offer may be here already, unread: take in what
+		// has arrived before paying for an RTS and CTS.
+		c.progressLocked()
+	}
 	if p.err != nil {
 		c.complete(r, p.err)
 		return nil
@@ -457,8 +462,20 @@ func (c *Comm) pumpPeer(p *peer) {
 			return
 		}
 	}
-	for r := p.sendq.head; r != nil && len(p.sfre) > 0; r = p.sendq.head {
+	for r := p.sendq.head; r != nil; r = p.sendq.head {
+		if p.hasOffer {
+			switch c.useOffer(p, r) {
+			case offerWait:
+				return // nothing may overtake the message the offer is for
+			case offerTaken:
+				continue
+			}
+		}
+		if len(p.sfre) == 0 {
+			return
+		}
 		p.sendq.remove(r)
+		p.msgsSent++
 		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: len(r.buf)}
 		if len(r.buf) > c.cfg.eagerLimit {
 			e.typ, e.sendID = msgRTS, r.id
@@ -579,6 +596,9 @@ func (c *Comm) startRecv(r *Request, buf []byte, src, tag int, ctx uint16) error
 		}
 	}
 	c.posted[src].push(r)
+	if src != c.rank {
+		c.offerRecv(c.peers[src], r)
+	}
 	return nil
 }
 
@@ -714,9 +734,9 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 		return
 	}
 	if d.Status&descriptors.StatusRemoteWrite == descriptors.StatusRemoteWrite {
-		id := d.ImmData // read before the repost resets it
+		id, n := d.ImmData, d.Length // read before the repost resets them
 		c.repost(p, slot)
-		c.onWriteDone(p, id)
+		c.onWriteDone(p, id, n)
 		return
 	}
 	msg := p.rd[slot].Segments[0].Buf
@@ -752,6 +772,9 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 		c.repost(p, slot)
 		p.finAcked = true
 		c.changed = true
+	case msgOffer:
+		c.repost(p, slot)
+		c.onOffer(p, &e)
 	}
 }
 
@@ -759,6 +782,7 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 // aside while under the bound, else left in its slot (no credit back).
 func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
 	c.stats.EagerReceived++
+	c.envelopeArrived(p)
 	if r := c.takePosted(p.rank, e.tag, e.ctx); r != nil {
 		c.deliver(r, p.rank, e.tag, data, len(data))
 		c.repost(p, slot)
@@ -788,6 +812,7 @@ func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
 // envelope (only) until one is.
 func (c *Comm) onRTS(p *peer, slot int, e *envelope) {
 	c.stats.HandshakeReceived++
+	c.envelopeArrived(p)
 	if r := c.takePosted(p.rank, e.tag, e.ctx); r != nil {
 		c.repost(p, slot)
 		c.startCTS(r, p, e.sendID, e.length, e.tag)
@@ -863,10 +888,14 @@ func (c *Comm) onCTS(p *peer, e *envelope) {
 }
 
 // onWriteDone completes the receive that the final RDMA write named.
-func (c *Comm) onWriteDone(p *peer, id uint32) {
+func (c *Comm) onWriteDone(p *peer, id uint32, length int) {
 	r := c.recvIDs[id]
 	if r == nil || r.st.Source != p.rank {
 		c.stats.BadEnvelopes++
+		return
+	}
+	if r == p.offered {
+		c.offerWritten(p, r, length)
 		return
 	}
 	delete(c.recvIDs, id)

@@ -356,8 +356,8 @@ func TestHandshakeBuffersRegisteredOnce(t *testing.T) {
 		if s.HandshakeSent+s.HandshakeReceived != rounds {
 			return fmt.Errorf("%d handshakes, want %d (stats %+v)", s.HandshakeSent+s.HandshakeReceived, rounds, s)
 		}
-		if s.CacheMisses != 1 || s.CacheHits != rounds-1 {
-			return fmt.Errorf("registration cache: %d misses and %d hits, want 1 and %d", s.CacheMisses, s.CacheHits, rounds-1)
+		if s.CacheMisses != 1 || s.CacheHits < rounds-1 {
+			return fmt.Errorf("registration cache: %d misses and %d hits, want 1 and at least %d", s.CacheMisses, s.CacheHits, rounds-1)
 		}
 		return nil
 	}))

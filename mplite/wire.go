@@ -14,13 +14,16 @@ import (
 //	1  1  flags, zero
 //	2  2  communicator context id
 //	4  4  tag (0 .. MaxTag)
-//	8  8  length: eager: payload bytes; RTS: message bytes; CTS, Done: granted bytes
-//	16 4  send id: the sender's request (RTS, CTS, Done)
+//	8  8  length: eager: payload bytes; RTS: message bytes; CTS, Done, Offer:
+//	      granted bytes
+//	16 4  send id: the sender's request (RTS, CTS, Done); Offer: the number of
+//	      the sender's next message on the connection (counted from 0 over
+//	      eager, RTS and offered messages), the only one the offer is for
 //	20 4  receive id: the receiver's request (CTS, Done), also the immediate
 //	      data of the final RDMA write
-//	24 4  rkey: the handle of the receive buffer (CTS)
+//	24 4  rkey: the handle of the receive buffer (CTS, Offer)
 //	28 4  zero
-//	32 8  raddr: the offset of the receive buffer in its region (CTS)
+//	32 8  raddr: the offset of the receive buffer in its region (CTS, Offer)
 //	40 -  eager payload
 const envLen = 40
 
@@ -32,6 +35,10 @@ const (
 	msgDone   = 4 // the sender finished a handshake with nothing to write
 	msgFin    = 5 // Finalize: this rank sends nothing more on the connection
 	msgFinAck = 6 // the answer to msgFin
+	// msgOffer offers a posted receive's buffer (context and tag in the
+	// envelope) for the sender's next message, which may then be written
+	// there with the receive's id as immediate data and no RTS or CTS.
+	msgOffer = 7
 )
 
 // MaxTag is the largest tag.
@@ -113,6 +120,10 @@ func parseEnvelope(msg []byte, eagerLimit int, e *envelope) error {
 	case msgDone:
 		if e.recvID == 0 {
 			return fmt.Errorf("%w: Done without a receive id", errEnvelope)
+		}
+	case msgOffer:
+		if e.recvID == 0 || e.length == 0 {
+			return fmt.Errorf("%w: offer of %d bytes, receive id %d", errEnvelope, e.length, e.recvID)
 		}
 	case msgFin, msgFinAck:
 	default:

@@ -184,12 +184,14 @@ func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind) error {
 			return nil
 		case Pending:
 			if cerr := ctx.Err(); cerr != nil || errors.Is(err, ErrClosed) {
-				v.state, v.mode = Idle, modeNone
-				p.mu.Unlock()
 				if cerr == nil {
 					cerr = err
 				}
-				return fmt.Errorf("vi %d: connect to %v: %w", v.id, v.remote, cerr)
+				// Built under p.mu: once v is idle again an Accept may reuse it.
+				err := fmt.Errorf("vi %d: connect to %v: %w", v.id, v.remote, cerr)
+				v.state, v.mode = Idle, modeNone
+				p.mu.Unlock()
+				return err
 			}
 			v.connFrame(kind, v.remoteVI, v.remoteConnID)
 			retry = min(2*retry, 200*time.Millisecond)
@@ -204,8 +206,10 @@ func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind) error {
 			case cause == nil:
 				cause = ErrState
 			}
+			// Built under p.mu, like the error above.
+			err := fmt.Errorf("vi %d: connect to %v: %w", v.id, v.remote, cause)
 			p.mu.Unlock()
-			return fmt.Errorf("vi %d: connect to %v: %w", v.id, v.remote, cause)
+			return err
 		}
 	}
 }
