@@ -40,31 +40,35 @@ func newPingPonger(t testing.TB, level Level, size int) *pingPonger {
 	if err := l.va.PostRecv(pp.rd); err != nil {
 		t.Fatal(err)
 	}
-	go func() { // the echo side
-		defer close(pp.done)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-pp.stop; cancel() }()
-		for {
-			d, err := l.vb.RecvWait(ctx)
-			if err != nil {
-				return
-			}
-			if err := l.vb.PostRecv(d); err != nil {
-				return
-			}
-			if err := l.vb.PostSend(bs); err != nil {
-				return
-			}
-			if _, err := l.vb.SendWait(ctx); err != nil {
-				return
-			}
-		}
-	}()
+	go echo(l.vb, bs, pp.stop, pp.done)
 	t.Cleanup(func() {
 		close(pp.stop)
 		<-pp.done
 	})
 	return pp
+}
+
+// echo is the far side of a ping-pong: it answers every message on v
+// with reply until stop closes, then closes done.
+func echo(v *VI, reply *descriptors.Descriptor, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	for {
+		d, err := v.RecvWait(ctx)
+		if err != nil {
+			return
+		}
+		if err := v.PostRecv(d); err != nil {
+			return
+		}
+		if err := v.PostSend(reply); err != nil {
+			return
+		}
+		if _, err := v.SendWait(ctx); err != nil {
+			return
+		}
+	}
 }
 
 var spinForBench = time.Duration(0)

@@ -69,26 +69,7 @@ func newRDMAPingPong(tb testing.TB, ha, hb *host, level Level, write bool, size 
 	if err := pp.va.PostRecv(recv(ha)); err != nil {
 		tb.Fatal(err)
 	}
-	go func() { // the echo side
-		defer close(pp.done)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-pp.stop; cancel() }()
-		for {
-			d, err := pp.vb.RecvWait(ctx)
-			if err != nil {
-				return
-			}
-			if err := pp.vb.PostRecv(d); err != nil {
-				return
-			}
-			if err := pp.vb.PostSend(bs); err != nil {
-				return
-			}
-			if _, err := pp.vb.SendWait(ctx); err != nil {
-				return
-			}
-		}
-	}()
+	go echo(pp.vb, bs, pp.stop, pp.done)
 	tb.Cleanup(func() {
 		close(pp.stop)
 		<-pp.done
