@@ -21,9 +21,10 @@ type bins struct {
 }
 
 var pkgs = map[string]string{
-	"mprun":   "github.com/ethervia/ethervia/cmd/mprun",
-	"netpipe": "github.com/ethervia/ethervia/cmd/netpipe",
-	"mpitest": "github.com/ethervia/ethervia/mplite/internal/mpitest/cmd/mpitest",
+	"mprun":     "github.com/ethervia/ethervia/cmd/mprun",
+	"netpipe":   "github.com/ethervia/ethervia/cmd/netpipe",
+	"mpitest":   "github.com/ethervia/ethervia/mplite/internal/mpitest/cmd/mpitest",
+	"collbench": "github.com/ethervia/ethervia/cmd/collbench",
 }
 
 // path returns the built program, building it first if needed.

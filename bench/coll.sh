@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Collectives side by side with Open MPI, in the same sitting: first
+# ../shared/bench/ompi-collectives.sh (8 Open MPI ranks in 8 namespaces on one bridge, MTU 1500),
+# then collbench under mprun -np 8 on the same kind of testbed (8 hosts, one bridge, MTU 1500),
+# at the same points: Bcast, Allgather, Alltoall at 1 B, 1 KiB, 64 KiB, 1 MiB per rank (block),
+# Allreduce of doubles with the 1 B point as 8 B. collbench times every algorithm and the
+# selector's choice (algo=auto). Prints a markdown table: coll, bytes, Open MPI us, ours (auto) us,
+# ratio ours/Open MPI, the measured-fastest algorithm (and its us), the selector's pick, and at the
+# end the selector's accuracy: the % of (coll, size) points where auto's pick is the
+# measured-fastest algorithm. Needs root, an idle machine, openmpi-bin and libopenmpi-dev.
+# Env: SECS (timed seconds per point, both sides; 2), NP (8), MTU (1500), DRIVER (afpacket),
+# TUNE (collbench -tune: "measure" or a tuning file; default the built-in model),
+# COLLS (bcast,allgather,alltoall,allreduce), SIZES (1,1024,65536,1048576),
+# OMPI_OUT (reuse a file of ompi-collectives.sh output instead of running it), OUT (work dir).
+# Quick check: SECS=0.05 bench/coll.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared=${SHARED:-../shared}
+SECS=${SECS:-2}
+NP=${NP:-8}
+MTU=${MTU:-1500}
+DRIVER=${DRIVER:-afpacket}
+TUNE=${TUNE:-}
+COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
+SIZES=${SIZES:-1,1024,65536,1048576}
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+go build -o "$OUT/mprun" ./cmd/mprun
+go build -o "$OUT/collbench" ./cmd/collbench
+
+if [ -n "${OMPI_OUT:-}" ]; then
+	cp "$OMPI_OUT" "$OUT/ompi.out"
+else
+	SECS=$SECS NP=$NP MTU=$MTU sh "$shared/bench/ompi-collectives.sh" >"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
+		cat "$OUT/ompi.err" >&2
+		echo "coll.sh: ompi-collectives.sh failed" >&2
+		exit 1
+	}
+fi
+echo "coll.sh: Open MPI done ($(grep -c '^ompi ' "$OUT/ompi.out") points)" >&2
+
+tune=()
+[ -n "$TUNE" ] && tune=(-tune "$TUNE")
+"$OUT/mprun" -np "$NP" -mtu "$MTU" -driver "$DRIVER" -timeout 30m -- \
+	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -secs "$SECS" "${tune[@]}" \
+	>"$OUT/ours.out" 2>"$OUT/ours.err" || {
+	tail -30 "$OUT/ours.err" >&2
+	echo "coll.sh: collbench failed" >&2
+	exit 1
+}
+echo "coll.sh: collbench done ($(grep -c '^\[0\] coll=' "$OUT/ours.out") lines)" >&2
+
+python3 - "$OUT/ompi.out" "$OUT/ours.out" "$COLLS" <<'PY'
+import re, sys, collections
+ompi = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"ompi (\w+) bytes=(\d+) ranks=(\d+) us=([\d.]+)", line)
+    if m:
+        ompi[(m[1], int(m[2]))] = float(m[4])
+algos = collections.defaultdict(dict)  # (coll, bytes) -> algo -> us
+chosen = {}
+ranks = None
+for line in open(sys.argv[2]):
+    m = re.match(r"\[0\] coll=([\w-]+) algo=([\w-]+) bytes=(\d+) ranks=(\d+) us=([\d.]+)(?: chosen=([\w-]+))?", line)
+    if not m:
+        continue
+    key = (m[1], int(m[3]))
+    ranks = m[4]
+    algos[key][m[2]] = float(m[5])
+    if m[2] == "auto":
+        chosen[key] = m[6]
+order = sys.argv[3].split(",")
+print("| coll | bytes | Open MPI us | ours (auto) us | ours / Open MPI | fastest algo (us) | selector's pick | pick is fastest |")
+print("|---|---|---|---|---|---|---|---|")
+hits = points = 0
+for key in sorted(algos, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
+    a = algos[key]
+    real = {k: v for k, v in a.items() if k != "auto" and not k.startswith("phased_l")}
+    if not real or "auto" not in a:
+        continue
+    fast = min(real, key=real.get)
+    pick = chosen.get(key, "?")
+    ok = pick == fast
+    points += 1
+    hits += ok
+    o = ompi.get(key)
+    ratio = "%.2f" % (a["auto"] / o) if o else "n/a"
+    print("| %s | %d | %s | %.2f | %s | %s (%.2f) | %s | %s |" % (
+        key[0], key[1], "%.2f" % o if o else "n/a", a["auto"], ratio, fast, real[fast], pick, "yes" if ok else "no"))
+missing = sorted(k for k in ompi if k not in algos)
+if missing:
+    print("\nOpen MPI points collbench did not run: %s" % ", ".join("%s/%d" % k for k in missing))
+if points:
+    print("\nselector accuracy: %d of %d points (%.0f %%) pick the measured-fastest algorithm; %s ranks" % (
+        hits, points, 100.0 * hits / points, ranks))
+else:
+    print("\nno points")
+    sys.exit(1)
+PY
+echo "raw output in $OUT (ompi.out, ours.out, ours.err)" >&2

@@ -1,0 +1,337 @@
+// Command collbench times mplite's collectives, each algorithm of each
+// (forced on the communicator, as WithAlgorithm or MPLITE_ALGO_<COLL> would)
+// and the cost model's own choice, over message sizes. Run it under mprun
+// (it calls mplite.Init):
+//
+//	mprun -np 8 -- collbench [-sizes 1,1024,65536,1048576] [-colls LIST] [-algos LIST]
+//	                         [-secs S | -iters N] [-check] [-tune measure|FILE] [-stall 10m]
+//
+// Rank 0 prints one line per collective, algorithm and size:
+//
+//	coll=NAME algo=ALGO bytes=N ranks=P us=T
+//
+// where T is the mean time per call over a timed loop of back-to-back calls,
+// the maximum over the ranks (as ../shared/bench/ompi-collectives.sh
+// measures Open MPI). algo=auto is the cost model's choice; its line ends
+// with chosen=ALGO. Alltoallv also has phased_l2 and phased_l3, CC-MPI's
+// Levels 2 (pattern held locally) and 3 (schedule compiled beforehand).
+//
+// bytes is as the cost model counts it: the whole buffer for bcast,
+// reduce, allreduce, scan and exscan (reductions are float64 sums of
+// max(1, bytes/8) elements, so 1 prints as 8), one rank's block for the
+// others; barrier runs once, as bytes=0. Roots are rank 0.
+//
+// With -check every call's first and last results are compared with a
+// naive reference computed locally from every rank's deterministic data;
+// a mismatch is reported on stderr and collbench exits 1 (on every rank).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Pseudo-algorithms of alltoallv: CC-MPI's Levels 2 and 3, which the
+// communicator's algorithm switch does not reach (they are other calls).
+const (
+	algoAuto = "auto"
+	algoL2   = "phased_l2"
+	algoL3   = "phased_l3"
+)
+
+type options struct {
+	sizes []int
+	colls []string
+	algos []string // nil: all
+	secs  float64
+	iters int
+	check bool
+	tune  string
+	stall time.Duration // a point running longer is reported and the rank exits (0: never)
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("collbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sizes := fs.String("sizes", "1,1024,65536,1048576", "comma-separated message sizes in bytes")
+	colls := fs.String("colls", "all", "comma-separated collectives (all: "+strings.Join(mplite.Collectives(), ",")+")")
+	algos := fs.String("algos", "all", "comma-separated algorithm names to run (auto is the cost model's choice; all: every algorithm and auto)")
+	fs.Float64Var(&o.secs, "secs", 1, "timed seconds per point (the loop runs at least 5 calls)")
+	fs.IntVar(&o.iters, "iters", 0, "calls per timed loop (overrides -secs)")
+	fs.BoolVar(&o.check, "check", false, "check every result against a local naive reference; exit 1 on a mismatch")
+	fs.DurationVar(&o.stall, "stall", 10*time.Minute, "if one point (collective, algorithm, size) takes longer, print the goroutines and exit 3 (0: wait for ever)")
+	fs.StringVar(&o.tune, "tune", "", "cost-model parameters: measure, or a tuning file (default: MPLITE_TUNING or the built-in values)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("collbench: unexpected arguments %q", fs.Args())
+	}
+	for _, s := range strings.Split(*sizes, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || v < 0 || v > 1<<30 {
+			return o, fmt.Errorf("collbench: -sizes: %q is not a size in [0, 1 GiB]", s)
+		}
+		o.sizes = append(o.sizes, v)
+	}
+	if *colls == "all" {
+		o.colls = mplite.Collectives()
+	} else {
+		for _, s := range strings.Split(*colls, ",") {
+			if mplite.Algorithms(s) == nil {
+				return o, fmt.Errorf("collbench: -colls: unknown collective %q (valid: %s)", s, strings.Join(mplite.Collectives(), ", "))
+			}
+			o.colls = append(o.colls, s)
+		}
+	}
+	if *algos != "all" {
+		o.algos = strings.Split(*algos, ",")
+		for _, a := range o.algos {
+			if !knownAlgo(a) {
+				return o, fmt.Errorf("collbench: -algos: no collective has an algorithm %q", a)
+			}
+		}
+	}
+	if !(o.secs > 0) || o.iters < 0 {
+		return o, fmt.Errorf("collbench: -secs %v / -iters %d: want positive", o.secs, o.iters)
+	}
+	return o, nil
+}
+
+// knownAlgo says whether a is auto, a Level pseudo-algorithm or an
+// algorithm of some collective.
+func knownAlgo(a string) bool {
+	if a == algoAuto || a == algoL2 || a == algoL3 {
+		return true
+	}
+	for _, coll := range mplite.Collectives() {
+		if slices.Contains(mplite.Algorithms(coll), a) {
+			return true
+		}
+	}
+	return false
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, err)
+		}
+		return 2
+	}
+	var opts []mplite.Option
+	switch o.tune {
+	case "":
+	case "measure":
+		opts = append(opts, mplite.WithMeasuredTuning())
+	default:
+		opts = append(opts, mplite.WithTuningFile(o.tune))
+	}
+	c, err := mplite.Init(opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "collbench:", err)
+		return 1
+	}
+	// A second communicator for the harness's own barriers and reductions,
+	// so that the algorithm forced on c never times or checks itself.
+	ctl, err := c.Dup()
+	if err != nil {
+		fmt.Fprintln(stderr, "collbench:", err)
+		return 1
+	}
+	b := &bench{o: o, c: c, ctl: ctl, out: stdout, errOut: stderr}
+	err = b.all()
+	if err == nil {
+		err = b.agreeErrors()
+	}
+	if ferr := c.Finalize(); ferr != nil && err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "collbench rank %d: %v\n", c.Rank(), err)
+		return 1
+	}
+	return 0
+}
+
+type bench struct {
+	o          options
+	c, ctl     *mplite.Comm
+	out        io.Writer
+	errOut     io.Writer
+	mismatches int
+}
+
+// algosOf is the algorithms collbench runs for coll: every one of the
+// collective's, auto, and for alltoallv the Level 2 and 3 calls; filtered
+// by -algos.
+func (b *bench) algosOf(coll string) []string {
+	all := append(slices.Clone(mplite.Algorithms(coll)), algoAuto)
+	if coll == "alltoallv" {
+		all = append(all, algoL2, algoL3)
+	}
+	if b.o.algos == nil {
+		return all
+	}
+	var out []string
+	for _, a := range all {
+		if slices.Contains(b.o.algos, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (b *bench) all() error {
+	if b.c.Rank() == 0 {
+		t := b.c.Tuning()
+		fmt.Fprintf(b.errOut, "collbench: %d ranks, cost model ts=%g tc=%g (before any measurement)\n", b.c.Size(), t.Ts, t.Tc)
+	}
+	salt := 0
+	for _, coll := range b.o.colls {
+		sizes := b.o.sizes
+		if coll == "barrier" {
+			sizes = []int{0}
+		}
+		for _, size := range sizes {
+			for _, algo := range b.algosOf(coll) {
+				salt++
+				if err := b.point(coll, algo, size, salt); err != nil {
+					return fmt.Errorf("coll=%s algo=%s bytes=%d: %w", coll, algo, size, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// point times (and checks) one collective, algorithm and size.
+func (b *bench) point(coll, algo string, size, salt int) error {
+	force := algo
+	if algo == algoL2 || algo == algoL3 {
+		force = algoAuto
+	}
+	if err := b.c.SetAlgorithm(coll, force); err != nil {
+		return err
+	}
+	defer b.c.SetAlgorithm(coll, algoAuto)
+	if b.o.stall > 0 {
+		// A hung collective would otherwise hold the job until mprun's
+		// timeout, saying nothing about where.
+		stall := time.AfterFunc(b.o.stall, func() {
+			fmt.Fprintf(b.errOut, "collbench rank %d: STALLED: coll=%s algo=%s bytes=%d still running after %v; goroutines:\n",
+				b.c.Rank(), coll, algo, size, b.o.stall)
+			_ = pprof.Lookup("goroutine").WriteTo(b.errOut, 1)
+			os.Exit(3)
+		})
+		defer stall.Stop()
+	}
+	p, err := newPoint(b.c, coll, algo, size, salt)
+	if err != nil {
+		return err
+	}
+	// Warm-up call, checked.
+	if err := p.call(); err != nil {
+		return err
+	}
+	b.verify(p, coll, algo, "first call")
+	iters := b.o.iters
+	if iters == 0 {
+		est, err := b.timeit(p, 2)
+		if err != nil {
+			return err
+		}
+		iters = int(min(max(b.o.secs/max(est, 1e-7), 5), 200000))
+	}
+	t, err := b.timeit(p, iters)
+	if err != nil {
+		return err
+	}
+	b.verify(p, coll, algo, "last call")
+	if b.c.Rank() == 0 {
+		line := fmt.Sprintf("coll=%s algo=%s bytes=%d ranks=%d us=%.2f", coll, algo, p.bytes, b.c.Size(), t*1e6)
+		if algo == algoAuto {
+			chosen, err := b.c.Algorithm(coll, p.bytes)
+			if err != nil {
+				return err
+			}
+			line += " chosen=" + chosen
+		}
+		fmt.Fprintln(b.out, line)
+		fmt.Fprintf(b.errOut, "  %s/%s bytes=%d iters=%d\n", coll, algo, p.bytes, iters)
+	}
+	return nil
+}
+
+func (b *bench) verify(p *point, coll, algo, when string) {
+	if !b.o.check {
+		return
+	}
+	if err := p.verify(); err != nil {
+		b.mismatches++
+		fmt.Fprintf(b.errOut, "collbench: MISMATCH coll=%s algo=%s bytes=%d rank=%d (%s): %v\n", coll, algo, p.bytes, b.c.Rank(), when, err)
+	}
+}
+
+// timeit runs iters calls after a barrier and returns the mean seconds per
+// call, the maximum over the ranks (every rank gets the same value, so
+// every rank runs the same number of calls).
+func (b *bench) timeit(p *point, iters int) (float64, error) {
+	if err := b.ctl.Barrier(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for range iters {
+		if err := p.call(); err != nil {
+			return 0, err
+		}
+	}
+	mine := []float64{time.Since(start).Seconds() / float64(iters)}
+	all := []float64{0}
+	if err := mplite.Allreduce(b.ctl, mine, all, mplite.Max[float64]()); err != nil {
+		return 0, err
+	}
+	return all[0], nil
+}
+
+// agreeErrors sums the ranks' mismatches: every rank fails if any saw one.
+func (b *bench) agreeErrors() error {
+	if !b.o.check {
+		return nil
+	}
+	mine, all := []int64{int64(b.mismatches)}, []int64{0}
+	if err := mplite.Allreduce(b.ctl, mine, all, mplite.Sum[int64]()); err != nil {
+		return err
+	}
+	if all[0] > 0 {
+		return fmt.Errorf("%d result mismatches over all ranks (%d here)", all[0], b.mismatches)
+	}
+	if b.c.Rank() == 0 {
+		fmt.Fprintln(b.errOut, "collbench: check: every result matches the reference")
+	}
+	return nil
+}
+
+// reductions' element count and printed bytes for a size.
+func elems(size int) int {
+	if size == 0 {
+		return 0
+	}
+	return max(1, size/8)
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+var lineRE = regexp.MustCompile(`^coll=([\w-]+) algo=([\w-]+) bytes=(\d+) ranks=(\d+) us=(\d+\.\d\d)( chosen=([\w-]+))?$`)
+
+// localBench runs the whole harness (every collective, algorithm and
+// size, checked) on a local world of n ranks and returns rank 0's output,
+// the ranks' stderr and errors.
+func localBench(t *testing.T, n int, o options, opts ...mplite.Option) (string, string, []error) {
+	t.Helper()
+	comms, err := mplite.NewLocalWorld(n, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs := make([]bytes.Buffer, n)
+	var errOut syncBuf
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctl, err := c.Dup()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			b := &bench{o: o, c: c, ctl: ctl, out: &outs[i], errOut: &errOut}
+			errs[i] = b.all()
+			if errs[i] == nil {
+				errs[i] = b.agreeErrors()
+			}
+			if err := c.Finalize(); err != nil && errs[i] == nil {
+				errs[i] = err
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("local bench of %d ranks still running after 60 s", n)
+	}
+	for i := 1; i < n; i++ {
+		if outs[i].Len() != 0 {
+			t.Errorf("rank %d printed %q; only rank 0 prints", i, outs[i].String())
+		}
+	}
+	return outs[0].String(), errOut.String(), errs
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLocalBench runs collbench's harness with -check on 5 ranks over a
+// lossy switch: every line parses, and every collective × algorithm ×
+// size (plus auto, with its choice) is there exactly once.
+func TestLocalBench(t *testing.T) {
+	const n = 5
+	sizes := []int{0, 1, 1001, mplite.DefaultEagerLimit + 1000}
+	o := options{sizes: sizes, colls: mplite.Collectives(), secs: 1, iters: 2, check: true}
+	out, stderr, errs := localBench(t, n, o, mplite.WithLocalFaults(3, memnic.Faults{Loss: 0.02, Reorder: 0.01}))
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", i, err)
+		}
+	}
+	if !strings.Contains(stderr, "every result matches") {
+		t.Errorf("no check summary in stderr:\n%s", stderr)
+	}
+	seen := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m := lineRE.FindStringSubmatch(line)
+		if m == nil {
+			t.Errorf("line %q does not parse", line)
+			continue
+		}
+		if m[4] != fmt.Sprint(n) {
+			t.Errorf("line %q: ranks", line)
+		}
+		if (m[2] == "auto") != (m[7] != "") || m[7] != "" && !slices.Contains(mplite.Algorithms(m[1]), m[7]) {
+			t.Errorf("line %q: chosen= wrong", line)
+		}
+		seen[m[1]+"/"+m[2]+"/"+m[3]]++
+	}
+	for _, coll := range mplite.Collectives() {
+		for _, algo := range append(mplite.Algorithms(coll), "auto") {
+			for _, s := range sizes {
+				b := s
+				switch {
+				case coll == "barrier":
+					b = 0
+				case slices.Contains([]string{"reduce", "allreduce", "scan", "exscan"}, coll):
+					b = 8 * elems(s)
+				}
+				if seen[fmt.Sprint(coll, "/", algo, "/", b)] == 0 {
+					t.Errorf("no line for coll=%s algo=%s bytes=%d", coll, algo, b)
+				}
+			}
+		}
+	}
+	for _, a := range []string{algoL2, algoL3} {
+		if seen["alltoallv/"+a+"/1001"] != 1 {
+			t.Errorf("no line for alltoallv %s", a)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s\nstderr:\n%s", out, stderr)
+	}
+}
+
+// TestCheckCatches: the references are not vacuous: before the call, the
+// check fails on some rank for every collective but barrier (each rank's
+// buffers hold only its own data and gap bytes).
+func TestCheckCatches(t *testing.T) {
+	const n = 3
+	comms, err := mplite.NewLocalWorld(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	for _, coll := range mplite.Collectives() {
+		if coll == "barrier" {
+			continue
+		}
+		for _, algo := range append(mplite.Algorithms(coll), algoL2, algoL3) {
+			if (algo == algoL2 || algo == algoL3) && coll != "alltoallv" {
+				continue
+			}
+			caught := 0
+			for _, c := range comms {
+				p, err := newPoint(c, coll, algo, 1001, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.verify() != nil {
+					caught++
+				}
+			}
+			if caught == 0 {
+				t.Errorf("%s/%s: the check passes before the collective ran", coll, algo)
+			}
+		}
+	}
+}
+
+// TestParse: flags, defaults and errors.
+func TestParse(t *testing.T) {
+	var errOut bytes.Buffer
+	o, err := parse(nil, &errOut)
+	if err != nil || fmt.Sprint(o.sizes) != "[1 1024 65536 1048576]" || len(o.colls) != len(mplite.Collectives()) || o.algos != nil {
+		t.Errorf("defaults: %+v %v", o, err)
+	}
+	o, err = parse([]string{"-sizes", "0,7", "-colls", "bcast,alltoall", "-algos", "auto,ring", "-iters", "3", "-check"}, &errOut)
+	if err != nil || fmt.Sprint(o.sizes, o.colls, o.algos, o.iters, o.check) != "[0 7] [bcast alltoall] [auto ring] 3 true" {
+		t.Errorf("%+v %v", o, err)
+	}
+	for _, bad := range [][]string{{"-sizes", "x"}, {"-sizes", "-1"}, {"-colls", "broadcast"}, {"-secs", "0"}, {"extra"}, {"-algos", "auto,carrier_pigeon"}} {
+		if _, err := parse(bad, &errOut); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package test
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+// collbenchLine is one of collbench's result lines as mprun prints it.
+var collbenchLine = regexp.MustCompile(`^\[0\] coll=([\w-]+) algo=([\w-]+) bytes=(\d+) ranks=(\d+) us=(\d+\.\d\d)( chosen=([\w-]+))?$`)
+
+// TestCollbenchMprun runs collbench -check as 8 processes under mprun on
+// the switch testbed, on a clean switch and on one that drops 5 % of the
+// frames: every collective and every algorithm (and the selector's choice)
+// at sizes 0, 1, odd and past the eager limit must match the naive
+// reference on every rank, and rank 0's output must hold one parseable
+// line for each of them.
+func TestCollbenchMprun(t *testing.T) {
+	needRoot(t)
+	const np = 8
+	sizes := []int{0, 1, 1001, mplite.DefaultEagerLimit + 1000}
+	var sz []string
+	for _, s := range sizes {
+		sz = append(sz, strconv.Itoa(s))
+	}
+	for _, drop := range []string{"0", "0.05"} {
+		t.Run("drop="+drop, func(t *testing.T) {
+			out, err := run(t, 3*time.Minute, built.path(t, "mprun"), "-np", strconv.Itoa(np), "-drop", drop,
+				"-timeout", "150s", "--", built.path(t, "collbench"), "-check", "-iters", "2", "-sizes", strings.Join(sz, ","))
+			if err != nil {
+				t.Fatalf("mprun failed: %v\n%s", err, out)
+			}
+			if strings.Contains(out, "MISMATCH") || !strings.Contains(out, "[0] collbench: check: every result matches the reference") {
+				t.Errorf("the check did not pass")
+			}
+			seen := map[string]int{}
+			for _, line := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(line, "[0] coll=") {
+					continue
+				}
+				m := collbenchLine.FindStringSubmatch(line)
+				if m == nil {
+					t.Errorf("line %q does not parse", line)
+					continue
+				}
+				if m[4] != strconv.Itoa(np) {
+					t.Errorf("line %q: want ranks=%d", line, np)
+				}
+				if us, err := strconv.ParseFloat(m[5], 64); err != nil || us <= 0 {
+					t.Errorf("line %q: time %q", line, m[5])
+				}
+				if (m[2] == "auto") != (m[7] != "") || m[7] != "" && !slices.Contains(mplite.Algorithms(m[1]), m[7]) {
+					t.Errorf("line %q: chosen= must follow algo=auto and name one of %s's algorithms", line, m[1])
+				}
+				seen[m[1]+"/"+m[2]+"/"+m[3]]++
+			}
+			for _, coll := range mplite.Collectives() {
+				for _, algo := range append(mplite.Algorithms(coll), "auto") {
+					for _, s := range sizes {
+						b := s
+						switch coll {
+						case "barrier":
+							b = 0
+						case "reduce", "allreduce", "scan", "exscan":
+							b = 8 * max(1, s/8) // float64 elements, at least one
+							if s == 0 {
+								b = 0
+							}
+						}
+						if seen[fmt.Sprint(coll, "/", algo, "/", b)] == 0 {
+							t.Errorf("no line for coll=%s algo=%s bytes=%d", coll, algo, b)
+						}
+					}
+				}
+			}
+			for _, a := range []string{"phased_l2", "phased_l3"} {
+				if seen[fmt.Sprintf("alltoallv/%s/%d", a, sizes[3])] != 1 {
+					t.Errorf("no line for CC-MPI level alltoallv/%s", a)
+				}
+			}
+			if drop != "0" {
+				m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(out)
+				if m == nil {
+					t.Fatalf("no fault report in mprun's output")
+				}
+				dropped, _ := strconv.Atoi(m[1])
+				frames, _ := strconv.Atoi(m[2])
+				t.Logf("switch dropped %d of %d frames", dropped, frames)
+				if dropped == 0 || float64(dropped) < 0.02*float64(frames) {
+					t.Errorf("-drop %s dropped %d of %d frames: the faults did not happen", drop, dropped, frames)
+				}
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+}
