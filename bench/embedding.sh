@@ -1,0 +1,117 @@
+#!/bin/sh
+# embedding.sh: latency and bandwidth of one MPICH-linked ping-pong binary,
+# run unmodified on real MPICH (TCP) and on Ethervia's libmpich.so.12, over
+# the same link: two network namespaces joined by one veth pair (optionally
+# rate-limited). Needs root, Debian's mpich and libmpich-dev, Go.
+#
+#   bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N]
+#
+# Prints one table per library (bytes, one-way latency in us, bandwidth in
+# MB/s) and the two side by side. Run it on an idle machine: numbers from a
+# loaded one mean nothing. If NPmpi (apt-get install netpipe-mpich2) is
+# installed it is run the same way too (np.mpich.out, np.ethervia.out).
+set -eu
+rate= mtu=1500 reps=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	-rate) rate=$2; shift 2 ;;
+	-mtu) mtu=$2; shift 2 ;;
+	-reps) reps=$2; shift 2 ;;
+	*) echo "usage: $0 [-rate RATE] [-mtu MTU] [-reps N]" >&2; exit 2 ;;
+	esac
+done
+[ "$(id -u)" = 0 ] || { echo "$0: needs root (network namespaces)" >&2; exit 1; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/embedding.XXXXXX)
+na=evb$$a nb=evb$$b
+cleanup() {
+	ip netns del "$na" 2>/dev/null || true
+	ip netns del "$nb" 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+# The library and the program (compiled with MPICH's own mpicc and headers).
+(cd "$root" && go build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libmpich.so.12 \
+	-o "$work/lib/libmpich.so.12" ./cmd/libmpich)
+cat >"$work/pingpong.c" <<'CEOF'
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+	int rank, fixed = argc > 1 ? atoi(argv[1]) : 0;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	char *buf = malloc(1 << 22);
+	for (int n = 1; n <= 1 << 22; n *= 4) {
+		int reps = fixed > 0 ? fixed : n < 65536 ? 2000 : n < (1 << 20) ? 200 : 50;
+		double best = 1e9;
+		for (int trial = 0; trial < 3; trial++) {
+			MPI_Barrier(MPI_COMM_WORLD);
+			double t0 = MPI_Wtime();
+			for (int i = 0; i < reps; i++) {
+				if (rank == 0) {
+					MPI_Send(buf, n, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+					MPI_Recv(buf, n, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+				} else {
+					MPI_Recv(buf, n, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+					MPI_Send(buf, n, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+				}
+			}
+			double t = (MPI_Wtime() - t0) / reps / 2;
+			if (t < best) best = t;
+		}
+		if (rank == 0) printf("%9d %10.2f %10.2f\n", n, best * 1e6, n / best / 1e6);
+		fflush(stdout);
+	}
+	MPI_Finalize();
+	return 0;
+}
+CEOF
+mpicc.mpich -O2 -o "$work/pingpong" "$work/pingpong.c"
+
+# The link: one veth pair, named ev0 on both sides.
+ip netns add "$na"
+ip netns add "$nb"
+ip link add "$na" type veth peer name "$nb"
+ip link set "$na" netns "$na"
+ip link set "$nb" netns "$nb"
+i=1
+for ns in "$na" "$nb"; do
+	ip -n "$ns" link set "$ns" name ev0
+	ip -n "$ns" link set ev0 mtu "$mtu" up
+	ip -n "$ns" link set lo up
+	ip -n "$ns" addr add "10.77.0.$i/24" dev ev0
+	[ -n "$rate" ] && ip netns exec "$ns" tc qdisc add dev ev0 root tbf rate "$rate" burst 256kb latency 50ms
+	i=$((i + 1))
+done
+
+# Hydra's ssh launcher, replaced: run each proxy in its host's namespace.
+cat >"$work/launch" <<LEOF
+#!/bin/sh
+while [ \$# -gt 0 ]; do case \$1 in -*) shift ;; *) break ;; esac; done
+host=\$1; shift
+case \$host in 10.77.0.1) ns=$na ;; *) ns=$nb ;; esac
+exec ip netns exec \$ns sh -c "\$*"
+LEOF
+chmod +x "$work/launch"
+hydra() {
+	ip netns exec "$na" mpiexec.mpich -launcher ssh -launcher-exec "$work/launch" -iface ev0 \
+		-hosts 10.77.0.1,10.77.0.2 -n 2 "$@"
+}
+prog=$work/pingpong
+[ "$reps" -gt 0 ] && prog="$prog $reps"
+
+echo "== MPICH (TCP over ev0)"
+hydra -genv LD_LIBRARY_PATH= $prog | tee "$work/mpich.txt"
+echo "== Ethervia libmpich.so.12 (raw Ethernet over ev0)"
+hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ $prog | tee "$work/ethervia.txt"
+
+echo "== side by side: bytes | MPICH us, MB/s | Ethervia us, MB/s"
+paste "$work/mpich.txt" "$work/ethervia.txt" | awk '{printf "%9d | %10s %10s | %10s %10s\n", $1, $2, $3, $5, $6}'
+
+if command -v NPmpi >/dev/null; then
+	hydra -genv LD_LIBRARY_PATH= NPmpi -o np.mpich.out >/dev/null 2>&1 && echo "NPmpi over MPICH: np.mpich.out"
+	hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ NPmpi -o np.ethervia.out >/dev/null 2>&1 &&
+		echo "NPmpi over Ethervia: np.ethervia.out"
+fi

@@ -1,0 +1,398 @@
+package main
+
+/*
+#include "ethervia_mpi_types.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+func isInPlace(p unsafe.Pointer) bool { return uintptr(p) == inPlace }
+
+// collBuf views count elements of dt at p.
+func collBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) ([]byte, error) {
+	n, err := bufLen(count, dt)
+	if err != nil {
+		return nil, err
+	}
+	return goBytes(p, n), nil
+}
+
+// vecArgs converts counts and displacements in elements of dt (n of each)
+// to bytes.
+func vecArgs(n int, counts, displs *C.int, dt C.MPI_Datatype) ([]int, []int, error) {
+	size, err := typeSize(dt)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, ds := cInts(counts, n), cInts(displs, n)
+	if len(cs) != n || len(ds) != n {
+		return nil, nil, errorf(errArg, "NULL counts or displacements")
+	}
+	bc, bd := make([]int, n), make([]int, n)
+	for i := range n {
+		if cs[i] < 0 {
+			return nil, nil, errorf(errCount, "negative count %d for rank %d", int(cs[i]), i)
+		}
+		bc[i], bd[i] = int(cs[i])*size, int(ds[i])*size
+	}
+	return bc, bd, nil
+}
+
+// extent returns the bytes a vector layout spans.
+func extent(counts, displs []int) int {
+	n := 0
+	for i := range counts {
+		if counts[i] > 0 {
+			n = max(n, displs[i]+counts[i])
+		}
+	}
+	return n
+}
+
+func checkRoot(root C.int, size int) error {
+	if root < 0 || int(root) >= size {
+		return errorf(errRoot, "invalid root %d (communicator of %d)", int(root), size)
+	}
+	return nil
+}
+
+//export MPI_Barrier
+func MPI_Barrier(comm C.MPI_Comm) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Barrier", err)
+	}
+	return ret("MPI_Barrier", ce.c.Barrier())
+}
+
+//export MPI_Bcast
+func MPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Bcast", err)
+	}
+	if err := checkRoot(root, ce.c.Size()); err != nil {
+		return ret("MPI_Bcast", err)
+	}
+	b, err := collBuf(buf, count, dt)
+	if err != nil {
+		return ret("MPI_Bcast", err)
+	}
+	return ret("MPI_Bcast", ce.c.Bcast(b, int(root)))
+}
+
+//export MPI_Reduce
+func MPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Reduce", err)
+	}
+	if err := checkRoot(root, ce.c.Size()); err != nil {
+		return ret("MPI_Reduce", err)
+	}
+	red, err := reducer(op, dt)
+	if err != nil {
+		return ret("MPI_Reduce", err)
+	}
+	isRoot := ce.c.Rank() == int(root)
+	var send, recv []byte
+	if isRoot {
+		if recv, err = collBuf(rbuf, count, dt); err != nil {
+			return ret("MPI_Reduce", err)
+		}
+	}
+	if isRoot && isInPlace(sbuf) {
+		send = append([]byte(nil), recv...)
+	} else if send, err = collBuf(sbuf, count, dt); err != nil {
+		return ret("MPI_Reduce", err)
+	}
+	return ret("MPI_Reduce", ce.c.Reduce(send, recv, red, int(root)))
+}
+
+//export MPI_Allreduce
+func MPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Allreduce", err)
+	}
+	red, err := reducer(op, dt)
+	if err != nil {
+		return ret("MPI_Allreduce", err)
+	}
+	recv, err := collBuf(rbuf, count, dt)
+	if err != nil {
+		return ret("MPI_Allreduce", err)
+	}
+	send := recv // MPI_IN_PLACE: mplite allows recv to be send
+	if !isInPlace(sbuf) {
+		send = goBytes(sbuf, len(recv))
+	}
+	return ret("MPI_Allreduce", ce.c.Allreduce(send, recv, red))
+}
+
+func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm, incl bool) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	red, err := reducer(op, dt)
+	if err != nil {
+		return ret(fn, err)
+	}
+	recv, err := collBuf(rbuf, count, dt)
+	if err != nil {
+		return ret(fn, err)
+	}
+	var send []byte
+	if isInPlace(sbuf) {
+		send = append([]byte(nil), recv...)
+	} else {
+		send = goBytes(sbuf, len(recv))
+	}
+	if incl {
+		return ret(fn, ce.c.Scan(send, recv, red))
+	}
+	return ret(fn, ce.c.Exscan(send, recv, red))
+}
+
+//export MPI_Scan
+func MPI_Scan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) C.int {
+	return scan("MPI_Scan", sbuf, rbuf, count, dt, op, comm, true)
+}
+
+//export MPI_Exscan
+func MPI_Exscan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) C.int {
+	return scan("MPI_Exscan", sbuf, rbuf, count, dt, op, comm, false)
+}
+
+//export MPI_Gather
+func MPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Gather"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n, rank := ce.c.Size(), ce.c.Rank()
+	if err := checkRoot(root, n); err != nil {
+		return ret(fn, err)
+	}
+	var send, recv []byte
+	if rank == int(root) {
+		m, err := bufLen(rcount, rtype)
+		if err != nil {
+			return ret(fn, err)
+		}
+		recv = goBytes(rbuf, n*m)
+		if isInPlace(sbuf) {
+			send = append([]byte(nil), recv[rank*m:][:m]...)
+		} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+			return ret(fn, err)
+		} else if len(send) != m {
+			return ret(fn, errorf(errTruncate, "root receives %d bytes per rank, its own send is %d", m, len(send)))
+		}
+	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+		return ret(fn, err)
+	}
+	return ret(fn, ce.c.Gather(send, recv, int(root)))
+}
+
+//export MPI_Gatherv
+func MPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Gatherv"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n, rank := ce.c.Size(), ce.c.Rank()
+	if err := checkRoot(root, n); err != nil {
+		return ret(fn, err)
+	}
+	var send, recv []byte
+	var cs, ds []int
+	if rank == int(root) {
+		if cs, ds, err = vecArgs(n, rcounts, displs, rtype); err != nil {
+			return ret(fn, err)
+		}
+		recv = goBytes(rbuf, extent(cs, ds))
+		if isInPlace(sbuf) {
+			send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
+		} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+			return ret(fn, err)
+		}
+	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+		return ret(fn, err)
+	}
+	return ret(fn, ce.c.Gatherv(send, recv, cs, ds, int(root)))
+}
+
+//export MPI_Scatter
+func MPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Scatter"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n, rank := ce.c.Size(), ce.c.Rank()
+	if err := checkRoot(root, n); err != nil {
+		return ret(fn, err)
+	}
+	var send, recv []byte
+	if rank == int(root) {
+		m, err := bufLen(scount, stype)
+		if err != nil {
+			return ret(fn, err)
+		}
+		send = goBytes(sbuf, n*m)
+		if isInPlace(rbuf) {
+			recv = make([]byte, m) // root's block stays where it is
+		} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
+			return ret(fn, err)
+		} else if len(recv) != m {
+			return ret(fn, errorf(errTruncate, "root sends %d bytes per rank, its own receive is %d", m, len(recv)))
+		}
+	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
+		return ret(fn, err)
+	}
+	return ret(fn, ce.c.Scatter(send, recv, int(root)))
+}
+
+//export MPI_Scatterv
+func MPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Scatterv"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n, rank := ce.c.Size(), ce.c.Rank()
+	if err := checkRoot(root, n); err != nil {
+		return ret(fn, err)
+	}
+	var send, recv []byte
+	var cs, ds []int
+	if rank == int(root) {
+		if cs, ds, err = vecArgs(n, scounts, displs, stype); err != nil {
+			return ret(fn, err)
+		}
+		send = goBytes(sbuf, extent(cs, ds))
+		if isInPlace(rbuf) {
+			recv = make([]byte, cs[rank])
+		} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
+			return ret(fn, err)
+		}
+	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
+		return ret(fn, err)
+	}
+	return ret(fn, ce.c.Scatterv(send, cs, ds, recv, int(root)))
+}
+
+//export MPI_Allgather
+func MPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Allgather"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n, rank := ce.c.Size(), ce.c.Rank()
+	m, err := bufLen(rcount, rtype)
+	if err != nil {
+		return ret(fn, err)
+	}
+	recv := goBytes(rbuf, n*m)
+	var send []byte
+	if isInPlace(sbuf) {
+		send = append([]byte(nil), recv[rank*m:][:m]...)
+	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+		return ret(fn, err)
+	} else if len(send) != m {
+		return ret(fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, len(send)))
+	}
+	return ret(fn, ce.c.Allgather(send, recv))
+}
+
+//export MPI_Allgatherv
+func MPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Allgatherv"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n, rank := ce.c.Size(), ce.c.Rank()
+	cs, ds, err := vecArgs(n, rcounts, displs, rtype)
+	if err != nil {
+		return ret(fn, err)
+	}
+	recv := goBytes(rbuf, extent(cs, ds))
+	var send []byte
+	if isInPlace(sbuf) {
+		send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
+	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+		return ret(fn, err)
+	}
+	return ret(fn, ce.c.Allgatherv(send, recv, cs, ds))
+}
+
+//export MPI_Alltoall
+func MPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Alltoall"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n := ce.c.Size()
+	m, err := bufLen(rcount, rtype)
+	if err != nil {
+		return ret(fn, err)
+	}
+	recv := goBytes(rbuf, n*m)
+	var send []byte
+	if isInPlace(sbuf) {
+		send = append([]byte(nil), recv...)
+	} else {
+		sm, err := bufLen(scount, stype)
+		if err != nil {
+			return ret(fn, err)
+		}
+		if sm != m {
+			return ret(fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, sm))
+		}
+		send = goBytes(sbuf, n*m)
+	}
+	return ret(fn, ce.c.Alltoall(send, recv))
+}
+
+//export MPI_Alltoallv
+func MPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcounts, rdispls *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	const fn = "MPI_Alltoallv"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret(fn, err)
+	}
+	n := ce.c.Size()
+	rc, rd, err := vecArgs(n, rcounts, rdispls, rtype)
+	if err != nil {
+		return ret(fn, err)
+	}
+	recv := goBytes(rbuf, extent(rc, rd))
+	var send []byte
+	var sc, sd []int
+	if isInPlace(sbuf) {
+		send, sc, sd = append([]byte(nil), recv...), rc, rd
+	} else {
+		if sc, sd, err = vecArgs(n, scounts, sdispls, stype); err != nil {
+			return ret(fn, err)
+		}
+		send = goBytes(sbuf, extent(sc, sd))
+	}
+	return ret(fn, ce.c.Alltoallv(send, sc, sd, recv, rc, rd))
+}

@@ -1,0 +1,40 @@
+// Command libmpich is Ethervia's MPICH-ABI shared library: a subset of MPI
+// over package mplite that programs linked against MPICH's libmpich.so.12
+// run on unmodified, chosen with LD_LIBRARY_PATH.
+//
+// Build (from the module root; no make):
+//
+//	go build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libmpich.so.12 \
+//	    -o libmpich.so.12 ./cmd/libmpich
+//
+// Every constant of the ABI (handles of communicators, datatypes,
+// operations and requests, MPI_Status's layout, MPI_STATUS_IGNORE, error
+// codes, MPI_ANY_SOURCE/TAG, MPI_PROC_NULL, MPI_Fint) is MPICH 4.0.2's, read
+// from Debian's libmpich-dev mpi.h. Communicators and requests are Go objects
+// behind integer handles (tables); no Go pointer is handed to C.
+//
+// Datatypes: the contiguous predefined ones (MPICH encodes their size in bits
+// 8-15 of the handle). Derived datatypes and the pair types of
+// MPI_MINLOC/MPI_MAXLOC fail with MPI_ERR_TYPE and a message on stderr.
+//
+// MPI_Ssend is synchronous. mplite has no synchronous send, so the library
+// builds one from two shadow communicators (Dup'd from each user
+// communicator): the sender numbers every message it sends per (peer, tag);
+// an Ssend first sends its sequence number on the "request" shadow, then the
+// data, then waits for the same number on the "ack" shadow. The receiver
+// counts the messages it has received per (peer, tag); a goroutine receives
+// the requests, and an ack goes out once the receiver has received at least
+// that many messages of that (peer, tag). Messages of one (peer, tag,
+// communicator) are matched in the order they were sent (MPI's non-overtaking
+// rule), so the ack never leaves before the Ssend's message matched. Tags are
+// limited to mplite's MaxTag.
+//
+// Errors never abort: every failing call prints "libmpich(ethervia): ..." on
+// stderr and returns its MPI error code (as with MPI_ERRORS_RETURN). Every
+// other MPI_ function of MPICH's mpi_proto.h is exported (stubs.c, generated
+// by gen_stubs.go) and fails with MPI_ERR_OTHER (MPI_ERR_TYPE for the
+// MPI_Type_ constructors) and a message naming it.
+//
+// The library bootstraps like mplite.Init: under mprun, or under Hydra's
+// mpiexec through PMI_RANK and PMI_SIZE.
+package main

@@ -1,0 +1,309 @@
+package main
+
+/*
+#include "ethervia_mpi_types.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+func initialize() error {
+	lib.mu.Lock()
+	st := lib.state
+	lib.mu.Unlock()
+	switch st {
+	case stateInit:
+		return errorf(errOther, "MPI is already initialized")
+	case stateFinal:
+		return errorf(errOther, "MPI was finalized: it cannot be initialized again")
+	}
+	world, err := mplite.Init()
+	if err != nil {
+		return fmt.Errorf("mplite.Init: %w", err)
+	}
+	self, err := world.Split(world.Rank(), 0)
+	if err != nil {
+		world.Close()
+		return fmt.Errorf("making MPI_COMM_SELF: %w", err)
+	}
+	we, err := newCommEntry(world, false)
+	if err != nil {
+		world.Close()
+		return err
+	}
+	se, err := newCommEntry(self, false)
+	if err != nil {
+		world.Close()
+		return err
+	}
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	lib.world = world
+	lib.comms = map[int32]*commEntry{commWorld: we, commSelf: se}
+	lib.nextComm = commFirst
+	lib.reqs = make(map[int32]*request)
+	lib.nextReq = requestFirst
+	lib.state = stateInit
+	return nil
+}
+
+//export MPI_Init
+func MPI_Init(argc *C.int, argv unsafe.Pointer) C.int {
+	return ret("MPI_Init", initialize())
+}
+
+//export MPI_Init_thread
+func MPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided *C.int) C.int {
+	if err := initialize(); err != nil {
+		return ret("MPI_Init_thread", err)
+	}
+	// Point-to-point calls are safe from any thread, but the collectives of
+	// a communicator must not run concurrently: MPI_THREAD_SERIALIZED.
+	*provided = min(required, threadSerialized)
+	return errSuccess
+}
+
+//export MPI_Query_thread
+func MPI_Query_thread(provided *C.int) C.int {
+	*provided = threadSerialized
+	return errSuccess
+}
+
+//export MPI_Initialized
+func MPI_Initialized(flag *C.int) C.int {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	*flag = 0
+	if lib.state != stateNone {
+		*flag = 1
+	}
+	return errSuccess
+}
+
+//export MPI_Finalized
+func MPI_Finalized(flag *C.int) C.int {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	*flag = 0
+	if lib.state == stateFinal {
+		*flag = 1
+	}
+	return errSuccess
+}
+
+//export MPI_Finalize
+func MPI_Finalize() C.int {
+	lib.mu.Lock()
+	if lib.state != stateInit {
+		lib.mu.Unlock()
+		return ret("MPI_Finalize", errorf(errOther, "MPI is not initialized (or already finalized)"))
+	}
+	bs := lib.bsends
+	lib.bsends = nil
+	world := lib.world
+	lib.mu.Unlock()
+	errB := mplite.Waitall(bs...)
+	err := world.Finalize()
+	lib.mu.Lock()
+	lib.state = stateFinal
+	lib.comms, lib.reqs = nil, nil
+	lib.mu.Unlock()
+	return ret("MPI_Finalize", errors.Join(errB, err))
+}
+
+//export MPI_Abort
+func MPI_Abort(comm C.MPI_Comm, code C.int) C.int {
+	fmt.Fprintf(os.Stderr, "libmpich(ethervia): MPI_Abort with error code %d\n", int(code))
+	lib.mu.Lock()
+	world := lib.world
+	lib.mu.Unlock()
+	if world != nil {
+		world.Close() // the peers see this rank leave at once
+	}
+	if code == 0 {
+		code = 1
+	}
+	os.Exit(int(code))
+	return errSuccess
+}
+
+//export MPI_Comm_rank
+func MPI_Comm_rank(comm C.MPI_Comm, rank *C.int) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Comm_rank", err)
+	}
+	*rank = C.int(ce.c.Rank())
+	return errSuccess
+}
+
+//export MPI_Comm_size
+func MPI_Comm_size(comm C.MPI_Comm, size *C.int) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Comm_size", err)
+	}
+	*size = C.int(ce.c.Size())
+	return errSuccess
+}
+
+//export MPI_Comm_dup
+func MPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Comm_dup", err)
+	}
+	c, err := ce.c.Dup()
+	if err != nil {
+		return ret("MPI_Comm_dup", err)
+	}
+	ne, err := newCommEntry(c, true)
+	if err != nil {
+		return ret("MPI_Comm_dup", err)
+	}
+	*newcomm = lib.addComm(ne)
+	return errSuccess
+}
+
+//export MPI_Comm_split
+func MPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return ret("MPI_Comm_split", err)
+	}
+	col := int(color)
+	if col == undefined {
+		col = mplite.Undefined
+	} else if col < 0 {
+		return ret("MPI_Comm_split", errorf(errArg, "negative color %d (only MPI_UNDEFINED may be)", col))
+	}
+	c, err := ce.c.Split(col, int(key))
+	if err != nil {
+		return ret("MPI_Comm_split", err)
+	}
+	if c == nil {
+		*newcomm = commNull
+		return errSuccess
+	}
+	ne, err := newCommEntry(c, true)
+	if err != nil {
+		return ret("MPI_Comm_split", err)
+	}
+	*newcomm = lib.addComm(ne)
+	return errSuccess
+}
+
+//export MPI_Comm_free
+func MPI_Comm_free(comm *C.MPI_Comm) C.int {
+	ce, err := lib.comm(*comm)
+	if err != nil {
+		return ret("MPI_Comm_free", err)
+	}
+	if !ce.freeable {
+		return ret("MPI_Comm_free", errorf(errComm, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed"))
+	}
+	lib.mu.Lock()
+	delete(lib.comms, int32(*comm))
+	lib.mu.Unlock()
+	*comm = commNull
+	return ret("MPI_Comm_free", ce.free())
+}
+
+//export MPI_Comm_set_errhandler
+func MPI_Comm_set_errhandler(comm C.MPI_Comm, eh C.MPI_Errhandler) C.int {
+	if _, err := lib.comm(comm); err != nil {
+		return ret("MPI_Comm_set_errhandler", err)
+	}
+	switch eh {
+	case errorsReturn:
+		return errSuccess // what the library always does
+	case errorsAreFatal, errorsAbort:
+		lib.mu.Lock()
+		note := !lib.fatalNote
+		lib.fatalNote = true
+		lib.mu.Unlock()
+		if note {
+			fmt.Fprintln(os.Stderr, "libmpich(ethervia): note: errors are never fatal here; calls return their error codes (MPI_ERRORS_RETURN)")
+		}
+		return errSuccess
+	}
+	return ret("MPI_Comm_set_errhandler", errorf(errOther, "user error handlers are not implemented"))
+}
+
+//export MPI_Errhandler_set
+func MPI_Errhandler_set(comm C.MPI_Comm, eh C.MPI_Errhandler) C.int {
+	return MPI_Comm_set_errhandler(comm, eh)
+}
+
+//export MPI_Wtime
+func MPI_Wtime() C.double { return C.double(mplite.Wtime()) }
+
+//export MPI_Wtick
+func MPI_Wtick() C.double { return 1e-9 }
+
+//export MPI_Get_processor_name
+func MPI_Get_processor_name(name *C.char, resultlen *C.int) C.int {
+	h, err := os.Hostname()
+	if err != nil {
+		return ret("MPI_Get_processor_name", err)
+	}
+	cString(name, maxProcessorName, h, resultlen)
+	return errSuccess
+}
+
+//export MPI_Error_string
+func MPI_Error_string(code C.int, str *C.char, resultlen *C.int) C.int {
+	s, ok := errText[int(code)]
+	if !ok {
+		s = fmt.Sprintf("Unknown error code %d", int(code))
+	}
+	cString(str, maxErrorString, s, resultlen)
+	return errSuccess
+}
+
+//export MPI_Error_class
+func MPI_Error_class(code C.int, class *C.int) C.int {
+	*class = code // the library's codes are classes
+	return errSuccess
+}
+
+//export MPI_Get_version
+func MPI_Get_version(version, subversion *C.int) C.int {
+	*version, *subversion = 4, 0 // MPI_VERSION, MPI_SUBVERSION of the header
+	return errSuccess
+}
+
+//export MPI_Get_library_version
+func MPI_Get_library_version(version *C.char, resultlen *C.int) C.int {
+	cString(version, 8192, "Ethervia libmpich (MPICH 4.0.2 ABI subset over mplite)", resultlen)
+	return errSuccess
+}
+
+//export MPI_Buffer_attach
+func MPI_Buffer_attach(buf unsafe.Pointer, size C.int) C.int {
+	// MPI_Bsend copies into Go memory; the buffer is only kept for detach.
+	lib.mu.Lock()
+	lib.bufAddr, lib.bufSize = uintptr(buf), int(size)
+	lib.mu.Unlock()
+	return errSuccess
+}
+
+//export MPI_Buffer_detach
+func MPI_Buffer_detach(bufAddr unsafe.Pointer, size *C.int) C.int {
+	lib.mu.Lock()
+	bs := lib.bsends
+	lib.bsends = nil
+	addr, n := lib.bufAddr, lib.bufSize
+	lib.bufAddr, lib.bufSize = 0, 0
+	lib.mu.Unlock()
+	*(*uintptr)(bufAddr) = addr
+	*size = C.int(n)
+	return ret("MPI_Buffer_detach", mplite.Waitall(bs...))
+}

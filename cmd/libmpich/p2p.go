@@ -1,0 +1,562 @@
+package main
+
+/*
+#include "ethervia_mpi_types.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+// setStatus fills a status the way MPICH does: the count in bytes split
+// into count_lo and the upper bits of count_hi_and_cancelled (bit 0 is the
+// cancelled flag).
+func setStatus(st *C.MPI_Status, src, tag int, count int64) {
+	if st == nil || uintptr(unsafe.Pointer(st)) == statusIgn {
+		return
+	}
+	st.MPI_SOURCE = C.int(src)
+	st.MPI_TAG = C.int(tag)
+	st.count_lo = C.int(int32(uint32(count)))
+	st.count_hi_and_cancelled = C.int(int32(uint32(count>>32) << 1))
+}
+
+func statusCount(st *C.MPI_Status) int64 {
+	return int64(uint32(st.count_lo)) | int64(uint32(st.count_hi_and_cancelled)>>1)<<32
+}
+
+// emptyStatus is the status of a null or MPI_PROC_NULL request.
+func emptyStatus(st *C.MPI_Status, src int) {
+	setStatus(st, src, anyTag, 0)
+	if st != nil && uintptr(unsafe.Pointer(st)) != statusIgn {
+		st.MPI_ERROR = errSuccess
+	}
+}
+
+// source translates an MPI source rank for mplite.
+func source(src C.int) (int, error) {
+	switch {
+	case src == anySource:
+		return mplite.AnySource, nil
+	case src < 0:
+		return 0, errorf(errRank, "invalid source rank %d", int(src))
+	}
+	return int(src), nil
+}
+
+func checkTag(tag C.int, wild bool) error {
+	if tag < 0 && !(wild && tag == anyTag) {
+		return errorf(errTag, "invalid tag %d", int(tag))
+	}
+	return nil
+}
+
+// request is a nonblocking operation behind an MPI_Request handle.
+type request struct {
+	r        *mplite.Request // nil for an operation on MPI_PROC_NULL
+	ce       *commEntry
+	recv     bool
+	done     bool
+	st       mplite.Status
+	err      error
+	procNull bool
+}
+
+// finish records the completion of the operation (once).
+func (q *request) finish(st mplite.Status, err error) {
+	q.done, q.st, q.err = true, st, err
+	if !q.recv {
+		return
+	}
+	var te *mplite.TruncateError
+	switch {
+	case err == nil:
+		q.ce.received(st.Source, st.Tag)
+	case errors.As(err, &te):
+		q.ce.received(te.Source, te.Tag) // matched, then truncated
+		q.st = mplite.Status{Source: te.Source, Tag: te.Tag, Count: te.Capacity}
+	}
+}
+
+func (q *request) wait() {
+	if !q.done {
+		q.finish(q.r.Wait())
+	}
+}
+
+func (q *request) test() bool {
+	if !q.done {
+		if ok, st, err := q.r.Test(); ok {
+			q.finish(st, err)
+		}
+	}
+	return q.done
+}
+
+// status writes the request's status (for a completed request).
+func (q *request) status(st *C.MPI_Status) {
+	switch {
+	case q.procNull:
+		emptyStatus(st, procNull)
+	case q.recv:
+		setStatus(st, q.st.Source, q.st.Tag, int64(q.st.Count))
+	default:
+		emptyStatus(st, anySource)
+	}
+}
+
+func (l *library) addReq(q *request) C.MPI_Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h := l.nextReq
+	l.nextReq++
+	if l.nextReq == requestFirst+0x3ffffff {
+		l.nextReq = requestFirst
+	}
+	l.reqs[h] = q
+	return C.MPI_Request(h)
+}
+
+func (l *library) req(h C.MPI_Request) (*request, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.reqs[int32(h)]; q != nil {
+		return q, nil
+	}
+	return nil, errorf(errRequest, "invalid request handle %#x", uint32(h))
+}
+
+func (l *library) delReq(h *C.MPI_Request) {
+	l.mu.Lock()
+	delete(l.reqs, int32(*h))
+	l.mu.Unlock()
+	*h = requestNull
+}
+
+// send is MPI_Send (and MPI_Rsend: a ready send may be a standard send).
+func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
+	if err != nil || dest == procNull {
+		return ret(fn, err)
+	}
+	ce.sent(int(dest), int(tag))
+	return ret(fn, ce.c.Send(b, int(dest), int(tag)))
+}
+
+func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, []byte, error) {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := bufLen(count, dt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkTag(tag, wild); err != nil {
+		return nil, nil, err
+	}
+	return ce, goBytes(buf, n), nil
+}
+
+//export MPI_Send
+func MPI_Send(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+	return send("MPI_Send", buf, count, dt, dest, tag, comm)
+}
+
+//export MPI_Rsend
+func MPI_Rsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+	return send("MPI_Rsend", buf, count, dt, dest, tag, comm)
+}
+
+//export MPI_Ssend
+func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
+	if err != nil || dest == procNull {
+		return ret("MPI_Ssend", err)
+	}
+	return ret("MPI_Ssend", ce.ssend(b, int(dest), int(tag)))
+}
+
+//export MPI_Bsend
+func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
+	if err != nil || dest == procNull {
+		return ret("MPI_Bsend", err)
+	}
+	// A buffered send must not wait for the receiver: copy and Isend; the
+	// copies are completed by MPI_Buffer_detach or MPI_Finalize.
+	cp := append([]byte(nil), b...)
+	ce.sent(int(dest), int(tag))
+	r, err := ce.c.Isend(cp, int(dest), int(tag))
+	if err != nil {
+		return ret("MPI_Bsend", err)
+	}
+	lib.mu.Lock()
+	if len(lib.bsends) >= 64 {
+		live := lib.bsends[:0]
+		for _, q := range lib.bsends {
+			if done, _, qerr := q.Test(); !done || qerr != nil {
+				live = append(live, q) // failures are reported at detach
+			}
+		}
+		lib.bsends = live
+	}
+	lib.bsends = append(lib.bsends, r)
+	lib.mu.Unlock()
+	return errSuccess
+}
+
+//export MPI_Recv
+func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) C.int {
+	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
+	if err != nil {
+		return ret("MPI_Recv", err)
+	}
+	if src == procNull {
+		emptyStatus(st, procNull)
+		return errSuccess
+	}
+	s, err := source(src)
+	if err != nil {
+		return ret("MPI_Recv", err)
+	}
+	q := &request{ce: ce, recv: true}
+	q.finish(ce.c.Recv(b, s, int(tag)))
+	q.status(st)
+	return ret("MPI_Recv", q.err)
+}
+
+//export MPI_Sendrecv
+func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest, stag C.int,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) C.int {
+	ce, sb, err := p2pArgs(sbuf, scount, stype, stag, false, comm)
+	if err != nil {
+		return ret("MPI_Sendrecv", err)
+	}
+	_, rb, err := p2pArgs(rbuf, rcount, rtype, rtag, true, comm)
+	if err != nil {
+		return ret("MPI_Sendrecv", err)
+	}
+	s := procNull
+	if src != procNull {
+		if s, err = source(src); err != nil {
+			return ret("MPI_Sendrecv", err)
+		}
+	}
+	switch {
+	case dest == procNull && src == procNull:
+		emptyStatus(st, procNull)
+		return errSuccess
+	case dest == procNull:
+		return MPI_Recv(rbuf, rcount, rtype, src, rtag, comm, st)
+	case src == procNull:
+		emptyStatus(st, procNull)
+		return send("MPI_Sendrecv", sbuf, scount, stype, dest, stag, comm)
+	}
+	ce.sent(int(dest), int(stag))
+	q := &request{ce: ce, recv: true}
+	q.finish(ce.c.Sendrecv(sb, int(dest), int(stag), rb, s, int(rtag)))
+	q.status(st)
+	return ret("MPI_Sendrecv", q.err)
+}
+
+//export MPI_Isend
+func MPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
+	if err != nil {
+		return ret("MPI_Isend", err)
+	}
+	q := &request{ce: ce}
+	if dest == procNull {
+		q.procNull, q.done = true, true
+	} else {
+		ce.sent(int(dest), int(tag))
+		if q.r, err = ce.c.Isend(b, int(dest), int(tag)); err != nil {
+			return ret("MPI_Isend", err)
+		}
+	}
+	*req = lib.addReq(q)
+	return errSuccess
+}
+
+//export MPI_Irecv
+func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
+	if err != nil {
+		return ret("MPI_Irecv", err)
+	}
+	q := &request{ce: ce, recv: true}
+	if src == procNull {
+		q.procNull, q.done = true, true
+	} else {
+		s, err := source(src)
+		if err != nil {
+			return ret("MPI_Irecv", err)
+		}
+		if q.r, err = ce.c.Irecv(b, s, int(tag)); err != nil {
+			return ret("MPI_Irecv", err)
+		}
+	}
+	*req = lib.addReq(q)
+	return errSuccess
+}
+
+//export MPI_Wait
+func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) C.int {
+	if *req == requestNull {
+		emptyStatus(st, anySource)
+		return errSuccess
+	}
+	q, err := lib.req(*req)
+	if err != nil {
+		return ret("MPI_Wait", err)
+	}
+	q.wait()
+	lib.delReq(req)
+	q.status(st)
+	return ret("MPI_Wait", q.err)
+}
+
+//export MPI_Test
+func MPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) C.int {
+	*flag = 1
+	if *req == requestNull {
+		emptyStatus(st, anySource)
+		return errSuccess
+	}
+	q, err := lib.req(*req)
+	if err != nil {
+		return ret("MPI_Test", err)
+	}
+	if !q.test() {
+		*flag = 0
+		return errSuccess
+	}
+	lib.delReq(req)
+	q.status(st)
+	return ret("MPI_Test", q.err)
+}
+
+// statusAt returns element i of a status array (nil when ignored).
+func statusAt(sts *C.MPI_Status, i int) *C.MPI_Status {
+	if sts == nil || uintptr(unsafe.Pointer(sts)) == statusIgn {
+		return nil
+	}
+	return (*C.MPI_Status)(unsafe.Add(unsafe.Pointer(sts), i*int(unsafe.Sizeof(*sts))))
+}
+
+// lookupAll returns the requests of an array (nil for MPI_REQUEST_NULL).
+func lookupAll(n C.int, reqs *C.MPI_Request) ([]C.MPI_Request, []*request, error) {
+	if n < 0 {
+		return nil, nil, errorf(errCount, "negative count %d", int(n))
+	}
+	hs := unsafe.Slice(reqs, int(n))
+	qs := make([]*request, n)
+	for i, h := range hs {
+		if h == requestNull {
+			continue
+		}
+		q, err := lib.req(h)
+		if err != nil {
+			return nil, nil, err
+		}
+		qs[i] = q
+	}
+	return hs, qs, nil
+}
+
+// finishAll frees completed requests and writes their statuses; with
+// errors, each status gets its own code and the call MPI_ERR_IN_STATUS.
+func finishAll(fn string, hs []C.MPI_Request, qs []*request, sts *C.MPI_Status) C.int {
+	var errs []error
+	for i, q := range qs {
+		st := statusAt(sts, i)
+		if q == nil {
+			emptyStatus(st, anySource)
+			continue
+		}
+		q.status(st)
+		if st != nil {
+			st.MPI_ERROR = C.int(codeOf(q.err))
+		}
+		if q.err != nil {
+			errs = append(errs, q.err)
+		}
+		lib.delReq(&hs[i])
+	}
+	if len(errs) > 0 {
+		ret(fn, errors.Join(errs...))
+		return errInStatus
+	}
+	return errSuccess
+}
+
+//export MPI_Waitall
+func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) C.int {
+	hs, qs, err := lookupAll(n, reqs)
+	if err != nil {
+		return ret("MPI_Waitall", err)
+	}
+	for _, q := range qs {
+		if q != nil {
+			q.wait()
+		}
+	}
+	return finishAll("MPI_Waitall", hs, qs, sts)
+}
+
+//export MPI_Testall
+func MPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) C.int {
+	hs, qs, err := lookupAll(n, reqs)
+	if err != nil {
+		return ret("MPI_Testall", err)
+	}
+	*flag = 1
+	for _, q := range qs {
+		if q != nil && !q.test() {
+			*flag = 0
+		}
+	}
+	if *flag == 0 {
+		return errSuccess // MPI_Testall completes all or none
+	}
+	return finishAll("MPI_Testall", hs, qs, sts)
+}
+
+// poll waits between rounds of tests: spin first, then sleep briefly.
+func poll(round int) {
+	if round < 1000 {
+		runtime.Gosched()
+	} else {
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+//export MPI_Waitany
+func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) C.int {
+	hs, qs, err := lookupAll(n, reqs)
+	if err != nil {
+		return ret("MPI_Waitany", err)
+	}
+	for round := 0; ; round++ {
+		active := false
+		for i, q := range qs {
+			if q == nil {
+				continue
+			}
+			active = true
+			if q.test() {
+				*index = C.int(i)
+				lib.delReq(&hs[i])
+				q.status(st)
+				return ret("MPI_Waitany", q.err)
+			}
+		}
+		if !active {
+			*index = undefined
+			emptyStatus(st, anySource)
+			return errSuccess
+		}
+		poll(round)
+	}
+}
+
+//export MPI_Testany
+func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) C.int {
+	hs, qs, err := lookupAll(n, reqs)
+	if err != nil {
+		return ret("MPI_Testany", err)
+	}
+	*flag, *index = 1, undefined
+	active := false
+	for i, q := range qs {
+		if q == nil {
+			continue
+		}
+		active = true
+		if q.test() {
+			*index = C.int(i)
+			lib.delReq(&hs[i])
+			q.status(st)
+			return ret("MPI_Testany", q.err)
+		}
+	}
+	if active {
+		*flag = 0
+	} else {
+		emptyStatus(st, anySource)
+	}
+	return errSuccess
+}
+
+//export MPI_Request_free
+func MPI_Request_free(req *C.MPI_Request) C.int {
+	q, err := lib.req(*req)
+	if err != nil {
+		return ret("MPI_Request_free", err)
+	}
+	lib.delReq(req)
+	if !q.done {
+		go q.wait() // completes (and counts a receive) in the background
+	}
+	return errSuccess
+}
+
+func probeArgs(src, tag C.int, comm C.MPI_Comm) (*commEntry, int, error) {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := checkTag(tag, true); err != nil {
+		return nil, 0, err
+	}
+	s, err := source(src)
+	return ce, s, err
+}
+
+//export MPI_Probe
+func MPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) C.int {
+	if src == procNull {
+		emptyStatus(st, procNull)
+		return errSuccess
+	}
+	ce, s, err := probeArgs(src, tag, comm)
+	if err != nil {
+		return ret("MPI_Probe", err)
+	}
+	ps, err := ce.c.Probe(s, int(tag))
+	if err != nil {
+		return ret("MPI_Probe", err)
+	}
+	setStatus(st, ps.Source, ps.Tag, int64(ps.Count))
+	return errSuccess
+}
+
+//export MPI_Iprobe
+func MPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) C.int {
+	if src == procNull {
+		*flag = 1
+		emptyStatus(st, procNull)
+		return errSuccess
+	}
+	ce, s, err := probeArgs(src, tag, comm)
+	if err != nil {
+		return ret("MPI_Iprobe", err)
+	}
+	ok, ps, err := ce.c.Iprobe(s, int(tag))
+	if err != nil {
+		return ret("MPI_Iprobe", err)
+	}
+	*flag = 0
+	if ok {
+		*flag = 1
+		setStatus(st, ps.Source, ps.Tag, int64(ps.Count))
+	}
+	return errSuccess
+}

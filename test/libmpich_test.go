@@ -1,0 +1,215 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// buildShared builds a c-shared library of package pkg as dir/soname.
+func buildShared(t *testing.T, dir, pkg, soname string) {
+	t.Helper()
+	out := filepath.Join(dir, soname)
+	cmd := exec.Command("go", "build", "-buildmode=c-shared",
+		"-ldflags=-extldflags=-Wl,-soname,"+soname, "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", soname, err, b)
+	}
+}
+
+// needTools skips t, loudly, without the programs it runs.
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("SKIPPED: %s not found (Debian packages mpich and libmpich-dev): %v", tool, err)
+		}
+	}
+}
+
+// runEnv runs a command with extra environment and returns stdout and
+// stderr apart.
+func runEnv(t *testing.T, limit time.Duration, env []string, name string, args ...string) (string, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.WaitDelay = 5 * time.Second
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s %s: %v after %v", name, strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond))
+	return out.String(), errb.String(), err
+}
+
+var mprunPrefix = regexp.MustCompile(`^\[\d+\] `)
+
+// resultLines returns the lines of out (without mprun's rank prefix) that
+// start with one of prefixes followed by a rank, sorted.
+func resultLines(out string, prefixes string) []string {
+	re := regexp.MustCompile(`^[` + prefixes + `]\d+ `)
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		l = mprunPrefix.ReplaceAllString(l, "")
+		if re.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
+	slices.Sort(lines)
+	return lines
+}
+
+// TestLibmpich compiles C MPI programs with Debian's MPICH mpicc (real MPICH
+// headers), runs them under real MPICH (mpiexec.mpich, host namespace) for
+// the reference, then unmodified under mprun over Ethervia's libmpich.so.12
+// (LD_LIBRARY_PATH) with 2 and 4 ranks and with 5 % frame loss: every result
+// line must be identical. p2p.c covers point-to-point (ANY_SOURCE, Probe,
+// status fields, MPI_Get_count, PROC_NULL, truncation, Waitany/Testall,
+// Bsend/Rsend, Ssend), coll.c every collective, Comm_split and Comm_dup.
+// MPI_Ssend must not return before the delayed receive was posted (see
+// checkSsendTimes).
+func TestLibmpich(t *testing.T) {
+	needRoot(t)
+	needTools(t, "mpicc.mpich", "mpiexec.mpich")
+	dir := t.TempDir()
+	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
+	mprun := built.path(t, "mprun")
+	progs := []string{"p2p", "coll"}
+	for _, p := range progs {
+		cmd := exec.Command("mpicc.mpich", "-O1", "-o", filepath.Join(dir, p), filepath.Join("c", p+".c"))
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mpicc.mpich %s.c: %v\n%s", p, err, b)
+		}
+	}
+	ref := make(map[string][]string) // "prog/np" -> result lines under MPICH
+	for _, np := range []int{2, 4} {
+		for _, p := range progs {
+			out, errOut, err := runEnv(t, time.Minute, []string{"LD_LIBRARY_PATH="}, "mpiexec.mpich", "-n", strconv.Itoa(np), filepath.Join(dir, p))
+			if err != nil {
+				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
+			}
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PC")
+			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
+				t.Fatalf("the reference run did not use MPICH: %q", lib)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		np   int
+		drop string
+	}{{2, "0"}, {4, "0"}, {4, "0.05"}} {
+		for _, p := range progs {
+			t.Run(fmt.Sprintf("%s/np=%d/drop=%s", p, tc.np, tc.drop), func(t *testing.T) {
+				out, errOut, err := runEnv(t, 3*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, mprun,
+					"-np", strconv.Itoa(tc.np), "-drop", tc.drop, "-timeout", "150s", "--", filepath.Join(dir, p))
+				if err != nil {
+					t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
+				}
+				all := out + errOut
+				lib := resultLines(out, "V")
+				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
+					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
+				}
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PC")
+				if len(want) == 0 || !slices.Equal(got, want) {
+					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
+				}
+				if p == "p2p" {
+					checkSsendTimes(t, out)
+				}
+				if tc.drop != "0" {
+					m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(all)
+					if m == nil || m[1] == "0" {
+						t.Errorf("no frames dropped (fault report %q): the faults did not happen", m)
+					}
+				}
+				if t.Failed() {
+					t.Logf("output:\n%s", all)
+				}
+			})
+		}
+	}
+}
+
+// checkSsendTimes checks that each of rank 0's Ssends returned after rank 1
+// posted the receive that matched it (rank 1 waits 0.3 s before each; both
+// print CLOCK_MONOTONIC times, one clock on one host). A plain send would
+// return at once, 0.3 s before the receive.
+func checkSsendTimes(t *testing.T, out string) {
+	t.Helper()
+	ret := regexp.MustCompile(`T0 ssend returned ([\d.]+) ([\d.]+) ([\d.]+)`).FindStringSubmatch(out)
+	post := regexp.MustCompile(`T1 recv posted ([\d.]+) ([\d.]+) ([\d.]+)`).FindStringSubmatch(out)
+	if ret == nil || post == nil {
+		t.Errorf("no Ssend timings in the output")
+		return
+	}
+	for i, what := range []string{"small", "large", "small after a Send of the same tag"} {
+		r, _ := strconv.ParseFloat(ret[i+1], 64)
+		p, _ := strconv.ParseFloat(post[i+1], 64)
+		t.Logf("Ssend %s returned %.3f s after its receive was posted", what, r-p)
+		if r <= p {
+			t.Errorf("MPI_Ssend (%s) returned %.3f s before its receive was posted", what, p-r)
+		}
+	}
+}
+
+// lineDiff lists the lines only in got (+) or only in want (-).
+func lineDiff(got, want []string) string {
+	var b strings.Builder
+	for _, l := range got {
+		if !slices.Contains(want, l) {
+			fmt.Fprintf(&b, "+ %s\n", l)
+		}
+	}
+	for _, l := range want {
+		if !slices.Contains(got, l) {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	return b.String()
+}
+
+// TestLibmplite runs a C program of MP_Lite's API (c/mplite.c: ring of
+// blocking and asynchronous sends with ANY_SOURCE and the last-message
+// queries, MP_Sync, MP_Bcast, MP_dSum, MP_iSum, MP_dMax, MP_dMin, MP_Time)
+// over Ethervia's libmplite.so, 4 ranks under mprun. The program checks its
+// own results; the test checks every rank's result line.
+func TestLibmplite(t *testing.T) {
+	needRoot(t)
+	needTools(t, "gcc")
+	dir := t.TempDir()
+	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmplite", "libmplite.so")
+	prog := filepath.Join(dir, "mplite")
+	cmd := exec.Command("gcc", "-O1", "-I", filepath.Join("..", "cmd", "libmplite"), "-o", prog,
+		filepath.Join("c", "mplite.c"), "-L", dir, "-lmplite")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("gcc mplite.c: %v\n%s", err, b)
+	}
+	out, errOut, err := runEnv(t, 2*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, built.path(t, "mprun"),
+		"-np", "4", "-timeout", "90s", "--", prog)
+	if err != nil {
+		t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
+	}
+	got := resultLines(out, "M")
+	var want []string
+	for r := range 4 {
+		want = append(want,
+			fmt.Sprintf("M%d ok: np 4 bcast 2.5 dsum 10.0 isum 6 max 6.0 min 0.0", r),
+			fmt.Sprintf("M%d ring ok: from %d got %d", r, (r+3)%4, (r+3)%4*10))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("results:\n%s\noutput:\n%s%s", lineDiff(got, want), out, errOut)
+	}
+}
