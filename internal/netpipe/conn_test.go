@@ -321,13 +321,6 @@ func TestVIPingPongAndHotPath(t *testing.T) {
 	}
 }
 
-func TestVIRefusesSeveralLinks(t *testing.T) {
-	tx, _, _ := memPair(t, 2, memnic.PortConfig{})
-	if _, err := (VIModule{}).Connect(context.Background(), tx); err == nil {
-		t.Error("vi on two links accepted")
-	}
-}
-
 func TestTCPHotPathDoesNotAllocate(t *testing.T) {
 	tc, rc := tcpPair(t)
 	if a := allocsPerRoundTrip(t, tc, rc, 1000, 5); a != 0 {

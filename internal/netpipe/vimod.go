@@ -41,8 +41,11 @@ const (
 // Connect implements Module. The receiver waits for the transmitter's
 // connection request; the transmitter repeats it until accepted.
 func (VIModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
+	if len(ep.Devices) > 1 {
+		return connectBond(ctx, ep) // bondmod.go
+	}
 	if len(ep.Devices) != 1 {
-		return nil, fmt.Errorf("vi: the vi module runs on one link, not %d (bonding several links is not built into it)", len(ep.Devices))
+		return nil, errors.New("vi: no link")
 	}
 	if ep.Role == Transmitter && len(ep.PeerMACs) != 1 {
 		return nil, errors.New("vi: the transmitter needs the receiver's MAC")

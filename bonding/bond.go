@@ -1,0 +1,305 @@
+package bonding
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/rdma"
+	"github.com/ethervia/ethervia/vi"
+)
+
+// Defaults of Options.
+const (
+	DefaultStripeThreshold = 2 << 10
+	DefaultBlockSize       = 32 << 10
+	DefaultRDMAPiece       = 256 << 10
+	DefaultRailSlots       = 32
+	DefaultReconnectMin    = 10 * time.Millisecond
+	DefaultReconnectMax    = time.Second
+)
+
+// Options configure a Bond: the options of every rail's vi.Provider and
+// the bonding parameters.
+type Options struct {
+	// Options are given to every rail's provider. MaxTransfer also bounds
+	// the bond's descriptors, QueueDepth its work queues and PeerTimeout
+	// how soon a silent rail is declared dead.
+	vi.Options
+	// StripeThreshold: eager messages shorter than this go on one rail as
+	// one block (default 2 KiB, as in MP_Lite).
+	StripeThreshold int
+	// BlockSize is the largest eager block (default 32 KiB).
+	BlockSize int
+	// RDMAPiece is the largest rail RDMA write an RDMA segment is cut into
+	// (default 256 KiB); pieces are the unit of re-sending after a rail
+	// failure.
+	RDMAPiece int
+	// RailSlots is the number of rail descriptors a bonded VI keeps in
+	// flight per rail, and of receive buffers it posts per rail (default 32).
+	RailSlots int
+	// ReconnectMin and ReconnectMax bound the backoff between attempts to
+	// reconnect a failed rail (defaults 10ms and 1s).
+	ReconnectMin, ReconnectMax time.Duration
+}
+
+func (o Options) withDefaults(k int) (Options, error) {
+	if k < 1 || k > maxRails {
+		return o, fmt.Errorf("bonding: %d rails, want 1 to %d", k, maxRails)
+	}
+	if o.MaxTransfer == 0 {
+		o.MaxTransfer = vi.DefaultMaxTransfer
+	}
+	if o.QueueDepth <= 0 {
+		o.QueueDepth = vi.DefaultQueueDepth
+	}
+	if o.MaxSegments <= 0 {
+		o.MaxSegments = vi.DefaultMaxSegments
+	}
+	if o.MaxSegments < 2 {
+		return o, fmt.Errorf("bonding: MaxSegments %d: a block needs a header segment", o.MaxSegments)
+	}
+	if o.SpinTime == 0 {
+		o.SpinTime = vi.DefaultSpinTime
+	}
+	if o.PeerTimeout <= 0 {
+		o.PeerTimeout = vi.DefaultPeerTimeout
+	}
+	if o.StripeThreshold <= 0 {
+		o.StripeThreshold = DefaultStripeThreshold
+	}
+	if o.BlockSize <= 0 {
+		o.BlockSize = DefaultBlockSize
+	}
+	if o.BlockSize < o.StripeThreshold {
+		o.BlockSize = o.StripeThreshold
+	}
+	if o.RDMAPiece <= 0 {
+		o.RDMAPiece = DefaultRDMAPiece
+	}
+	if o.RailSlots <= 0 {
+		o.RailSlots = DefaultRailSlots
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = DefaultReconnectMin
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = max(DefaultReconnectMax, o.ReconnectMin)
+	}
+	return o, nil
+}
+
+// PTag is a bond protection tag: one protection tag on every rail.
+type PTag = vi.PTag
+
+// Access is the remote access a bond memory region grants.
+type Access = vi.Access
+
+// AccessRDMAWrite lets peers RDMA-write a region (vi.AccessRDMAWrite).
+const AccessRDMAWrite = vi.AccessRDMAWrite
+
+// Bond is k opened NICs (rails) used as one: it owns one vi.Provider per
+// rail, and the bonded VIs, CQs, protection tags and memory registrations
+// made on it. Each rail should be a network of its own. It is safe for
+// concurrent use.
+type Bond struct {
+	opts  Options
+	rails []*vi.Provider
+	macs  []net.HardwareAddr
+	epoch time.Time
+
+	mu      sync.RWMutex
+	closed  bool
+	ptags   [][maxRails]vi.PTag // bond tag t is index t-1
+	regions map[descriptors.MemHandle]*region
+	vis     map[*VI]struct{}
+}
+
+// region is a bond memory registration: the same buffer registered on
+// every rail. Its bond handle is its handle on rail 0.
+type region struct {
+	r0     *rdma.Region // rail 0's region, for bounds checks
+	buf    []byte
+	ptag   PTag
+	access Access
+	rail   [maxRails]descriptors.MemHandle
+	inUse  atomic.Int64 // posted bond descriptors that use it
+}
+
+// Open opens one vi.Provider per device with opts and bonds them. The bond
+// does not own the devices: close the bond before them.
+func Open(devs []nic.Device, opts Options) (*Bond, error) {
+	o, err := opts.withDefaults(len(devs))
+	if err != nil {
+		return nil, err
+	}
+	// Rail RDMA pieces and blocks must fit the rails' descriptors.
+	ro := o.Options
+	need := max(o.BlockSize+hdrLen, o.RDMAPiece)
+	if ro.MaxTransfer < need {
+		ro.MaxTransfer = need
+	}
+	if ro.MaxTransfer > vi.MaxMaxTransfer {
+		ro.MaxTransfer = vi.MaxMaxTransfer
+		if need > ro.MaxTransfer {
+			return nil, fmt.Errorf("bonding: block size %d or RDMA piece %d above %d", o.BlockSize, o.RDMAPiece, vi.MaxMaxTransfer)
+		}
+	}
+	ro.QueueDepth = max(ro.QueueDepth, 2*o.RailSlots)
+	// The rails never spin: a bonded VI's rail waiters block on the rails'
+	// CQs, and the bond's own waiters spin for SpinTime.
+	ro.SpinTime = -1
+	b := &Bond{opts: o, epoch: time.Now(), regions: make(map[descriptors.MemHandle]*region), vis: make(map[*VI]struct{})}
+	for i, d := range devs {
+		p, err := vi.Open(d, ro)
+		if err != nil {
+			b.closeRails()
+			return nil, fmt.Errorf("bonding: rail %d: %w", i, err)
+		}
+		b.rails = append(b.rails, p)
+		b.macs = append(b.macs, p.Attributes().HardwareAddr)
+	}
+	return b, nil
+}
+
+func (b *Bond) closeRails() {
+	for _, p := range b.rails {
+		p.Close()
+	}
+}
+
+// Rails is the number of rails.
+func (b *Bond) Rails() int { return len(b.rails) }
+
+// Provider returns rail i's provider, for its counters and attributes.
+func (b *Bond) Provider(i int) *vi.Provider { return b.rails[i] }
+
+// HardwareAddrs returns the rails' MAC addresses, in rail order: what a
+// peer passes in Peer.MACs.
+func (b *Bond) HardwareAddrs() []net.HardwareAddr {
+	out := make([]net.HardwareAddr, len(b.macs))
+	for i, m := range b.macs {
+		out[i] = append(net.HardwareAddr(nil), m...)
+	}
+	return out
+}
+
+// Options returns the bond's options with their defaults filled in.
+func (b *Bond) Options() Options { return b.opts }
+
+// Close closes every bonded VI and the rail providers. It does not close
+// the devices. It is idempotent.
+func (b *Bond) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	vis := make([]*VI, 0, len(b.vis))
+	for v := range b.vis {
+		vis = append(vis, v)
+	}
+	b.mu.Unlock()
+	for _, v := range vis {
+		v.Close()
+	}
+	b.closeRails()
+	return nil
+}
+
+// ErrClosed is returned after Bond.Close or VI.Close.
+var ErrClosed = errors.New("bonding: closed")
+
+// NewPTag returns a new protection tag, made of one tag on every rail.
+func (b *Bond) NewPTag() PTag {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var t [maxRails]vi.PTag
+	for i, p := range b.rails {
+		t[i] = p.NewPTag()
+	}
+	b.ptags = append(b.ptags, t)
+	return PTag(len(b.ptags))
+}
+
+// railTag returns rail r's tag of bond tag t. b.mu is held.
+func (b *Bond) railTag(t PTag, r int) (vi.PTag, bool) {
+	if t == 0 || int(t) > len(b.ptags) {
+		return 0, false
+	}
+	return b.ptags[t-1][r], true
+}
+
+// RegisterMemory registers buf on every rail under ptag with the given
+// remote access, and returns one handle valid for the bond: local
+// descriptors name it in their segments, and a peer names it in the address
+// segment of an RDMA write. The peer's bonded VI learns the rail handles
+// behind it with one query the first time it writes to it.
+func (b *Bond) RegisterMemory(buf []byte, ptag PTag, access Access) (descriptors.MemHandle, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, ErrClosed
+	}
+	if _, ok := b.railTag(ptag, 0); !ok {
+		return 0, fmt.Errorf("bonding: register memory: %w: unknown protection tag %d", vi.ErrMemory, ptag)
+	}
+	rg := &region{buf: buf, ptag: ptag, access: access}
+	for i, p := range b.rails {
+		t, _ := b.railTag(ptag, i)
+		h, err := p.RegisterMemory(buf, t, access)
+		if err != nil {
+			for j := range i {
+				b.rails[j].DeregisterMemory(rg.rail[j])
+			}
+			return 0, fmt.Errorf("bonding: register memory on rail %d: %w", i, err)
+		}
+		rg.rail[i] = h
+	}
+	r0, err := b.rails[0].QueryMemory(rg.rail[0])
+	if err != nil {
+		for i := range b.rails {
+			b.rails[i].DeregisterMemory(rg.rail[i])
+		}
+		return 0, fmt.Errorf("bonding: register memory: %w", err)
+	}
+	rg.r0 = r0
+	b.regions[rg.rail[0]] = rg
+	return rg.rail[0], nil
+}
+
+// DeregisterMemory removes a registration from every rail. It fails with an
+// error matching rdma.ErrInUse while posted descriptors use the region.
+func (b *Bond) DeregisterMemory(h descriptors.MemHandle) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rg, ok := b.regions[h]
+	if !ok {
+		return fmt.Errorf("bonding: deregister: %w: unknown handle %#x", vi.ErrMemory, uint32(h))
+	}
+	if n := rg.inUse.Load(); n > 0 {
+		return fmt.Errorf("bonding: deregister %#x: %w: %d posted descriptors", uint32(h), rdma.ErrInUse, n)
+	}
+	var first error
+	for i, p := range b.rails {
+		if err := p.DeregisterMemory(rg.rail[i]); err != nil && first == nil {
+			first = fmt.Errorf("bonding: deregister on rail %d: %w", i, err)
+		}
+	}
+	delete(b.regions, h)
+	return first
+}
+
+// lookup returns the region of bond handle h. b.mu is held for reading.
+func (b *Bond) lookup(h descriptors.MemHandle) *region {
+	return b.regions[h]
+}
+
+// now is nanoseconds since the bond opened.
+func (b *Bond) now() int64 { return int64(time.Since(b.epoch)) + 1 }

@@ -1,0 +1,169 @@
+package bonding
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ethervia/ethervia/vi"
+)
+
+// Completion names a bonded work queue on which a descriptor completed.
+// Fetch the descriptor with VI.SendDone or VI.RecvDone.
+type Completion struct {
+	VI   *VI
+	Recv bool // the receive queue; false: the send queue
+}
+
+// CQ is a bonding completion queue: it merges the completions of the
+// bonded work queues attached to it, in the order they completed. It is
+// safe for concurrent use.
+type CQ struct {
+	b        *Bond
+	mu       sync.Mutex
+	ring     []Completion
+	head, n  int
+	reserved int
+	closed   bool
+	vis      atomic.Pointer[[]*VI] // attached VIs, copied on change
+	wake     chan struct{}
+	timers   timerPool
+}
+
+// NewCQ creates a completion queue of the given depth. Every work queue
+// attached to it reserves its queue depth, so it can never overflow.
+func (b *Bond) NewCQ(depth int) (*CQ, error) {
+	if depth <= 0 {
+		return nil, fmt.Errorf("bonding: %w: depth %d", vi.ErrCQ, depth)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	cq := &CQ{b: b, ring: make([]Completion, depth), wake: make(chan struct{}, 1)}
+	cq.vis.Store(new([]*VI))
+	return cq, nil
+}
+
+// Depth is the CQ's capacity.
+func (cq *CQ) Depth() int { return len(cq.ring) }
+
+func (cq *CQ) attach(v *VI, depth int) error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.closed {
+		return fmt.Errorf("%w: closed", vi.ErrCQ)
+	}
+	if cq.reserved+depth > len(cq.ring) {
+		return fmt.Errorf("%w: depth %d cannot hold %d more queue entries (%d reserved)", vi.ErrCQ, len(cq.ring), depth, cq.reserved)
+	}
+	cq.reserved += depth
+	old := *cq.vis.Load()
+	for _, x := range old {
+		if x == v {
+			return nil
+		}
+	}
+	nv := append(append([]*VI(nil), old...), v)
+	cq.vis.Store(&nv)
+	return nil
+}
+
+func (cq *CQ) detach(v *VI, depth int) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	cq.reserved -= depth
+	old := *cq.vis.Load()
+	nv := make([]*VI, 0, len(old))
+	for _, x := range old {
+		if x != v {
+			nv = append(nv, x)
+		}
+	}
+	cq.vis.Store(&nv)
+}
+
+// push adds a completion; the VI's lock is held.
+func (cq *CQ) push(v *VI, recv bool) {
+	cq.mu.Lock()
+	if cq.n < len(cq.ring) { // reservations bound the entries
+		cq.ring[(cq.head+cq.n)%len(cq.ring)] = Completion{VI: v, Recv: recv}
+		cq.n++
+	}
+	cq.mu.Unlock()
+	signal(cq.wake)
+}
+
+func (cq *CQ) pop() (Completion, bool) {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.n == 0 {
+		return Completion{}, false
+	}
+	c := cq.ring[cq.head]
+	cq.ring[cq.head] = Completion{}
+	cq.head = (cq.head + 1) % len(cq.ring)
+	cq.n--
+	return c, true
+}
+
+// Done returns the oldest completion, if any, after making progress on
+// the attached VIs. It never blocks.
+func (cq *CQ) Done() (Completion, bool) {
+	if c, ok := cq.pop(); ok {
+		return c, true
+	}
+	for _, v := range *cq.vis.Load() {
+		v.poll()
+	}
+	return cq.pop()
+}
+
+// Wait returns the oldest completion, waiting for one until ctx ends.
+func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
+	var start int64
+	for {
+		if c, ok := cq.Done(); ok {
+			return c, nil
+		}
+		cq.mu.Lock()
+		closed := cq.closed
+		cq.mu.Unlock()
+		if closed {
+			return Completion{}, fmt.Errorf("bonding: cq wait: %w", ErrClosed)
+		}
+		if err := ctx.Err(); err != nil {
+			return Completion{}, fmt.Errorf("bonding: cq wait: %w", err)
+		}
+		now := cq.b.now()
+		if start == 0 {
+			start = now
+		}
+		if sp := cq.b.opts.SpinTime; sp > 0 && now-start < int64(sp) {
+			continue
+		}
+		cq.timers.sleep(ctx, cq.wake)
+		start = 0
+	}
+}
+
+// Close destroys the CQ. It fails while work queues are attached.
+func (cq *CQ) Close() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	if cq.reserved > 0 {
+		return fmt.Errorf("%w: %d queue entries still attached", vi.ErrCQ, cq.reserved)
+	}
+	cq.closed = true
+	signal(cq.wake)
+	return nil
+}
+
+// poll makes progress.
+func (v *VI) poll() {
+	v.mu.Lock()
+	v.progressLocked()
+	v.mu.Unlock()
+}

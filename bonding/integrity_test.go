@@ -1,0 +1,201 @@
+package bonding
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// sendSizes are the eager sizes of the integrity tests: around the stripe
+// threshold, the block size and up to 4 MiB.
+var sendSizes = []int{0, 1, 100, 2047, 2048, 2049, 5000, 32<<10 - 1, 32 << 10, 64<<10 + 3, 200_000, 1 << 20, 4 << 20}
+
+// writeSizes are the RDMA write sizes, up to 16 MiB.
+var writeSizes = []int{0, 1, 4095, 70_000, 1<<20 + 17, 16 << 20}
+
+func testOptions() Options {
+	return Options{}
+}
+
+// runIntegrity sends every size in sendSizes from va to vb, then RDMA-writes
+// every size in writeSizes with immediate data, checking every byte, the
+// rails each message used and that every immediate completes exactly once.
+func runIntegrity(t *testing.T, a, b *end, va, vb *VI) {
+	t.Helper()
+	k := len(va.rails)
+	thr := va.b.opts.StripeThreshold
+	ctx := ctxT(t, 120*time.Second)
+	maxSend := sendSizes[len(sendSizes)-1]
+	src := a.buf(t, maxSend)
+	dst := b.buf(t, maxSend)
+	for i, n := range sendSizes {
+		pattern(uint64(i+1), src.Buf[:n])
+		clear(dst.Buf)
+		n0, _ := railSent(va)
+		rd := &descriptors.Descriptor{Segments: []descriptors.Segment{dst}}
+		mustf(t, vb.PostRecv(rd), "post recv")
+		sd := &descriptors.Descriptor{Control: descriptors.Control{Immediate: true, ImmData: uint32(i)},
+			Segments: []descriptors.Segment{{Buf: src.Buf[:n], Handle: src.Handle}}}
+		mustf(t, va.PostSend(sd), "post send %d", n)
+		d, err := va.SendWait(ctx)
+		mustf(t, err, "send wait %d", n)
+		if d != sd || d.Status != descriptors.StatusDone || d.Length != n {
+			t.Fatalf("send %d: status %v length %d", n, d.Status, d.Length)
+		}
+		r, err := vb.RecvWait(ctx)
+		mustf(t, err, "recv wait %d", n)
+		if r != rd || r.Status != descriptors.StatusDone|descriptors.StatusImmediate || r.Length != n || r.ImmData != uint32(i) {
+			t.Fatalf("recv %d: status %v length %d imm %d", n, r.Status, r.Length, r.ImmData)
+		}
+		if k := firstDiff(dst.Buf[:n], src.Buf[:n]); k >= 0 {
+			t.Fatalf("recv %d: first wrong byte at %d", n, k)
+		}
+		if n < len(dst.Buf) && dst.Buf[n] != 0 {
+			t.Fatalf("recv %d: byte after the message changed", n)
+		}
+		// Which rails carried it: one block on one rail below the stripe
+		// threshold, at least one block on every rail at or above it.
+		n1, _ := railSent(va)
+		used, blocks := 0, uint64(0)
+		for r := range k {
+			if d := n1[r] - n0[r]; d > 0 {
+				used++
+				blocks += d
+			}
+		}
+		switch {
+		case n < thr && (used != 1 || blocks != 1):
+			t.Fatalf("send %d: %d blocks on %d rails, want 1 block on 1 rail", n, blocks, used)
+		case n >= thr && used != k:
+			t.Fatalf("send %d: striped over %d of %d rails", n, used, k)
+		}
+	}
+	maxWrite := writeSizes[len(writeSizes)-1]
+	wsrc := a.buf(t, maxWrite)
+	wOff := b.used
+	wdst := b.buf(t, maxWrite+100)
+	for i, n := range writeSizes {
+		pattern(uint64(i+100), wsrc.Buf[:n])
+		clear(wdst.Buf)
+		_, b0 := railSent(va)
+		rd := &descriptors.Descriptor{}
+		mustf(t, vb.PostRecv(rd), "post recv")
+		// Into the destination at offset 100 of b's arena region.
+		off := uint64(wOff + 100)
+		sd := &descriptors.Descriptor{Control: descriptors.Control{Op: descriptors.OpRDMAWrite, Immediate: true, ImmData: 0xabc0 + uint32(i)},
+			Segments: []descriptors.Segment{{Buf: wsrc.Buf[:n], Handle: wsrc.Handle}},
+			Address:  descriptors.AddressSegment{Handle: b.h, Offset: off}}
+		mustf(t, va.PostSend(sd), "post write %d", n)
+		d, err := va.SendWait(ctx)
+		mustf(t, err, "write wait %d", n)
+		if d.Status != descriptors.StatusDone || d.Length != n {
+			t.Fatalf("write %d: status %v length %d (%v)", n, d.Status, d.Length, va.Err())
+		}
+		r, err := vb.RecvWait(ctx)
+		mustf(t, err, "recv wait write %d", n)
+		want := descriptors.StatusDone | descriptors.StatusImmediate | descriptors.StatusRemoteWrite
+		if r != rd || r.Status != want || r.Length != n || r.ImmData != 0xabc0+uint32(i) {
+			t.Fatalf("write %d: receive status %v length %d imm %#x", n, r.Status, r.Length, r.ImmData)
+		}
+		got := wdst.Buf[100 : 100+n]
+		if k := firstDiff(got, wsrc.Buf[:n]); k >= 0 {
+			t.Fatalf("write %d: first wrong byte at %d", n, k)
+		}
+		for j, c := range wdst.Buf[:100] {
+			if c != 0 {
+				t.Fatalf("write %d: byte %d before the target changed", n, j)
+			}
+		}
+		if rest := wdst.Buf[100+n:]; len(rest) > 0 && rest[0] != 0 {
+			t.Fatalf("write %d: byte after the target changed", n)
+		}
+		// The segments carried exactly the message's bytes, and a large
+		// write used every rail.
+		_, b1 := railSent(va)
+		var sum uint64
+		for r := range k {
+			sum += b1[r] - b0[r]
+			if n >= 1<<20 && b1[r] == b0[r] {
+				t.Fatalf("write %d: rail %d carried no segment", n, r)
+			}
+		}
+		if sum != uint64(n) {
+			t.Fatalf("write %d: rails carried %d bytes", n, sum)
+		}
+	}
+	// Every message completed exactly once: one more receive stays
+	// pending, and nothing arrived twice or was refused.
+	extra := &descriptors.Descriptor{}
+	mustf(t, vb.PostRecv(extra), "post extra recv")
+	deadline := time.Now().Add(20 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if d, ok := vb.RecvDone(); ok {
+			t.Fatalf("an extra receive completed: status %v length %d imm %#x", d.Status, d.Length, d.ImmData)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	sa, sb := va.Stats(), vb.Stats()
+	msgs := uint64(len(sendSizes) + len(writeSizes))
+	if sa.MessagesSent != msgs || sb.MessagesReceived != msgs {
+		t.Fatalf("%d messages sent, %d received, want %d", sa.MessagesSent, sb.MessagesReceived, msgs)
+	}
+	if sb.Refused != 0 || sa.Refused != 0 || sa.Resent != 0 {
+		t.Fatalf("refused %d/%d, resent %d: want none without a rail failure", sa.Refused, sb.Refused, sa.Resent)
+	}
+}
+
+func TestIntegrityMemnic(t *testing.T) {
+	for k := 1; k <= 4; k++ {
+		t.Run(fmt.Sprintf("rails=%d", k), func(t *testing.T) {
+			f := memnic.Faults{Loss: 0.003, Reorder: 0.01, Duplicate: 0.002}
+			o := testOptions()
+			o.MaxTransfer = 16 << 20
+			a, b := memPair(t, k, 9000, f, o, 2*(4<<20)+(16<<20)+4096)
+			va := a.newVI(t, Attributes{})
+			vb := b.newVI(t, Attributes{EnableRDMAWrite: true})
+			connect(t, a, b, va, vb, 7)
+			runIntegrity(t, a, b, va, vb)
+			var lost uint64
+			for r := range k {
+				c := b.ports[r].Counters()
+				lost += c.Lost
+				t.Logf("rail %d: %+v; receiver port %+v", r, va.Stats().Rails[r], c)
+			}
+			if lost == 0 {
+				t.Errorf("the seeded loss dropped no frame: the test did not test loss")
+			}
+		})
+	}
+}
+
+// TestSplitByRate checks that an RDMA write is split in proportion to the
+// rails' measured rates, in 4 KiB multiples, covering the write once.
+func TestSplitByRate(t *testing.T) {
+	a, b := memPair(t, 3, 1500, memnic.Faults{}, testOptions(), 0)
+	va := a.newVI(t, Attributes{})
+	vb := b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 9)
+	va.mu.Lock()
+	defer va.mu.Unlock()
+	va.rails[0].rate, va.rails[1].rate, va.rails[2].rate = 1, 2, 1
+	var st sendState
+	const total = 1 << 20
+	va.split(&st, total)
+	want := [][2]int{{0, 256 << 10}, {256 << 10, 768 << 10}, {768 << 10, total}}
+	for r, w := range want {
+		if st.next[r] != w[0] || st.end[r] != w[1] {
+			t.Errorf("rail %d: segment [%d, %d), want [%d, %d)", r, st.next[r], st.end[r], w[0], w[1])
+		}
+	}
+	// A dead rail gets nothing; the others share the write.
+	va.rails[1].failed = true
+	st = sendState{}
+	va.split(&st, total)
+	if st.end[1] != st.next[1] || st.next[0] != 0 || st.end[0] != total/2 || st.next[2] != total/2 || st.end[2] != total {
+		t.Errorf("with rail 1 dead: %v %v", st.next[:3], st.end[:3])
+	}
+	va.rails[1].failed = false
+}

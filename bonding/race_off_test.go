@@ -1,0 +1,5 @@
+//go:build !race
+
+package bonding
+
+const raceEnabled = false
