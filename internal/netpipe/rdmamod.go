@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
-	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -44,24 +43,9 @@ const (
 // Connect implements Module. The receiver waits for the transmitter's
 // connection request; the transmitter repeats it until accepted.
 func (RDMAModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
-	if len(ep.Devices) != 1 {
-		return nil, fmt.Errorf("rdma: the rdma module runs on one link, not %d", len(ep.Devices))
-	}
-	if ep.Role == Transmitter && len(ep.PeerMACs) != 1 {
-		return nil, errors.New("rdma: the transmitter needs the receiver's MAC")
-	}
-	timeout := ep.Timeout
-	if timeout <= 0 {
-		timeout = defaultTimeout
-	}
-	p, err := vi.Open(ep.Devices[0], vi.Options{
-		Config:      nic.Config{EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey},
-		SpinTime:    ep.Spin,
-		PeerTimeout: timeout,
-		MaxTransfer: vi.MaxMaxTransfer,
-	})
+	p, timeout, err := openProvider("rdma", ep, vi.MaxMaxTransfer)
 	if err != nil {
-		return nil, fmt.Errorf("rdma: open: %w", err)
+		return nil, err
 	}
 	c := &rdmaConn{p: p}
 	if err := c.setup(ctx, ep, timeout); err != nil {
@@ -136,22 +120,7 @@ func (c *rdmaConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration
 			return fmt.Errorf("rdma: post receive: %w", err)
 		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, 6*timeout)
-	defer cancel()
-	if ep.Role == Receiver {
-		req, err := c.p.ConnectWait(hctx, rdmaDiscriminator)
-		if err != nil {
-			return fmt.Errorf("rdma: wait for the transmitter: %w", err)
-		}
-		if err := req.Accept(c.v); err != nil {
-			return fmt.Errorf("rdma: accept: %w", err)
-		}
-		return nil
-	}
-	if err := c.v.ConnectRequest(hctx, vi.Address{MAC: ep.PeerMACs[0], Discriminator: rdmaDiscriminator}); err != nil {
-		return fmt.Errorf("rdma: connect to %v: %w", ep.PeerMACs[0], err)
-	}
-	return nil
+	return connectVI(ctx, "rdma", c.p, c.v, ep, timeout, rdmaDiscriminator)
 }
 
 func (c *rdmaConn) ctlSlot(i int) []byte {

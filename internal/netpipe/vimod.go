@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
-	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -44,23 +43,9 @@ func (VIModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
 	if len(ep.Devices) > 1 {
 		return connectBond(ctx, ep) // bondmod.go
 	}
-	if len(ep.Devices) != 1 {
-		return nil, errors.New("vi: no link")
-	}
-	if ep.Role == Transmitter && len(ep.PeerMACs) != 1 {
-		return nil, errors.New("vi: the transmitter needs the receiver's MAC")
-	}
-	timeout := ep.Timeout
-	if timeout <= 0 {
-		timeout = defaultTimeout
-	}
-	p, err := vi.Open(ep.Devices[0], vi.Options{
-		Config:      nic.Config{EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey},
-		SpinTime:    ep.Spin,
-		PeerTimeout: timeout,
-	})
+	p, timeout, err := openProvider("vi", ep, 0)
 	if err != nil {
-		return nil, fmt.Errorf("vi: open: %w", err)
+		return nil, err
 	}
 	c := &viConn{p: p}
 	if err := c.setup(ctx, ep, timeout); err != nil {
@@ -121,22 +106,7 @@ func (c *viConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration) 
 			return fmt.Errorf("vi: post receive: %w", err)
 		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, 6*timeout)
-	defer cancel()
-	if ep.Role == Receiver {
-		req, err := c.p.ConnectWait(hctx, viDiscriminator)
-		if err != nil {
-			return fmt.Errorf("vi: wait for the transmitter: %w", err)
-		}
-		if err := req.Accept(c.v); err != nil {
-			return fmt.Errorf("vi: accept: %w", err)
-		}
-		return nil
-	}
-	if err := c.v.ConnectRequest(hctx, vi.Address{MAC: ep.PeerMACs[0], Discriminator: viDiscriminator}); err != nil {
-		return fmt.Errorf("vi: connect to %v: %w", ep.PeerMACs[0], err)
-	}
-	return nil
+	return connectVI(ctx, "vi", c.p, c.v, ep, timeout, viDiscriminator)
 }
 
 func (c *viConn) recvSlot(i int) []byte {
