@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ethervia/ethervia/testbed"
 )
 
 // buildShared builds a c-shared library of package pkg as dir/soname.
@@ -140,6 +142,40 @@ func TestLibmpich(t *testing.T) {
 			})
 		}
 	}
+	// The same binary under MPICH's own launcher (Hydra), one rank per
+	// testbed host: our library takes its rank from PMI_RANK and PMI_SIZE.
+	t.Run("coll/np=4/hydra", func(t *testing.T) {
+		const n = 4
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		tb, err := testbed.NewContext(ctx, testbed.Config{Hosts: n, Rails: 1, Topology: testbed.Switch, Name: "hylib"})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := tb.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		job := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffff|1, 10)
+		args := []string{"-genv", "LD_LIBRARY_PATH", dir, "-genv", "MPLITE_IFACES", tb.Host(0).Ifaces[0], "-genv", "MPLITE_JOB", job}
+		for i := range n {
+			if i > 0 {
+				args = append(args, ":")
+			}
+			args = append(args, "-n", "1", "ip", "netns", "exec", tb.Host(i).Name, filepath.Join(dir, "coll"))
+		}
+		out, errOut, err := runEnv(t, 3*time.Minute, nil, "mpiexec.hydra", args...)
+		if err != nil {
+			t.Fatalf("mpiexec.hydra failed: %v\n%s%s", err, out, errOut)
+		}
+		if lib := resultLines(out, "V"); len(lib) != n || !strings.Contains(lib[0], "Ethervia") {
+			t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s%s", lib, out, errOut)
+		}
+		if want, got := ref["coll/4"], resultLines(out, "PC"); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
+		}
+	})
 }
 
 // checkSsendTimes checks that each of rank 0's Ssends returned after rank 1
