@@ -241,9 +241,11 @@ func (c *Comm) Bcast(buf []byte, root int) error {
 		return nil
 	}
 	var err error
-	switch c.pickAlgo(collBcast, len(buf), true) {
+	switch algo := c.pickAlgo(collBcast, len(buf), true); algo {
 	case "scatter_allgather":
 		err = c.bcastScatterAllgather(buf, root)
+	case "mcast-ack", "mcast-nak": // reliable multicast (mcast.go)
+		err = c.bcastMulticast(buf, root, algo == "mcast-nak")
 	default:
 		err = c.bcastBinomial(buf, root)
 	}

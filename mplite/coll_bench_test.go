@@ -41,13 +41,17 @@ func benchColl(b *testing.B, n int, coll, algo string, op func(c *mplite.Comm) e
 	}
 	wg.Wait()
 	b.StopTimer()
+	// Finalize synchronises the ranks, so they finalize together.
 	for i, c := range comms {
 		if errs[i] == nil {
-			if err := c.Finalize(); err != nil {
-				errs[i] = err
-			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = c.Finalize()
+			}()
 		}
 	}
+	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
 			b.Fatalf("rank %d: %v", i, err)

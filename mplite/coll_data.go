@@ -147,10 +147,13 @@ func (c *Comm) Scatter(send, recv []byte, root int) error {
 		return c.collErr(collScatter, fmt.Errorf("send buffer of %d bytes for %d blocks of %d", len(send), n, m))
 	}
 	var err error
-	if c.pickAlgo(collScatter, m, true) == "linear" {
+	switch c.pickAlgo(collScatter, m, true) {
+	case "linear":
 		counts, displs := uniform(n, m)
 		err = c.scattervLinear(send, counts, displs, recv, root)
-	} else {
+	case "mcast": // aggregated multicast (mcast.go)
+		err = c.scatterMulticast(send, recv, root)
+	default:
 		err = c.scatterBinomial(send, recv, root)
 	}
 	return c.collErr(collScatter, err)
@@ -259,6 +262,8 @@ func (c *Comm) allgatherBytes(send, recv []byte, algo string) error {
 		algo = "bruck"
 	}
 	switch algo {
+	case "mcast": // n reliable multicast Bcasts (mcast.go)
+		return c.allgatherMulticast(send, recv)
 	case "ring":
 		counts, displs := uniform(n, m)
 		return c.allgathervRing(send, recv, counts, displs)

@@ -119,6 +119,7 @@ type endpoint struct {
 	nextCtx              uint16 // the lowest context id no communicator of this rank uses
 	tune                 Tuning // the cost model's parameters, once tuned
 	tuned                bool
+	mc                   mcastEP // multicast groups and datagrams (mcast.go)
 
 	pollers  atomic.Int32 // calls polling right now: the progress goroutine steps aside
 	lastPoll atomic.Int64 // when a call last stopped polling (nanos)

@@ -193,7 +193,8 @@ func (c *Comm) teardown() {
 	if c.prov != nil {
 		c.stopped.Store(true)
 		close(c.bgStop)
-		c.prov.Close() // disconnects every VI and wakes the progress goroutine
+		c.mcastTeardown() // leaves the multicast groups (mcast.go)
+		c.prov.Close()    // disconnects every VI and wakes the progress goroutine
 		<-c.bgDone
 		c.conns.Wait()
 		if c.ownDev {

@@ -46,17 +46,19 @@ func Algorithms(coll string) []string {
 	case collBarrier:
 		return []string{"dissemination"}
 	case collBcast:
-		return []string{"binomial", "scatter_allgather"}
+		return []string{"binomial", "scatter_allgather", "mcast-ack", "mcast-nak"}
 	case collReduce:
 		return []string{"binomial", "rabenseifner"}
 	case collAllreduce:
 		return []string{"recursive_doubling", "rabenseifner", "ring"}
-	case collGather, collScatter:
+	case collGather:
 		return []string{"binomial", "linear"}
+	case collScatter:
+		return []string{"binomial", "linear", "mcast"}
 	case collGatherv, collScatterv:
 		return []string{"linear"}
 	case collAllgather:
-		return []string{"recursive_doubling", "bruck", "ring"}
+		return []string{"recursive_doubling", "bruck", "ring", "mcast"}
 	case collAllgatherv:
 		return []string{"ring", "linear"}
 	case collAlltoall:
@@ -121,6 +123,12 @@ func Cost(coll, algo string, n, m int) (c1, c2 float64, ok bool) {
 	case "alltoall/phased", "alltoallv/phased":
 		// n-1 phases and n-2 barriers of ceil(log2 n) steps each.
 		return N - 1 + max(N-2, 0)*lg, (N - 1) * M, true
+	case "bcast/mcast-ack", "bcast/mcast-nak":
+		return mcastCost(algo, n, m), M, true
+	case "scatter/mcast":
+		return mcastCost("mcast-nak", n, n*m), N * M, true
+	case "allgather/mcast":
+		return N * mcastCost("mcast-nak", n, m), N * M, true
 	case "alltoall/bruck":
 		c1, c2 := bruckCost(n, m, 2)
 		return c1, c2, true
@@ -411,7 +419,8 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 		switch {
 		case a == "ring" && coll == collAllreduce && !commutative,
 			a == "recursive_doubling" && coll == collAllgather && n&(n-1) != 0,
-			a == "phased" && (!c.cfg.phasedAuto || m < c.cfg.phasedTh):
+			a == "phased" && (!c.cfg.phasedAuto || m < c.cfg.phasedTh),
+			mcastManual(a): // only by override (mcast.go)
 			continue
 		}
 		c1, c2, _ := Cost(coll, a, n, m)

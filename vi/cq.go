@@ -23,6 +23,7 @@ type CQ struct {
 	reserved int // queue slots of attached work queues
 	closed   bool
 	wake     chan struct{}
+	watcher  chan struct{} // a DatagramPort's wake (WatchCQ), under p.mu
 }
 
 // NewCQ creates a completion queue of the given depth. Every work queue
@@ -62,6 +63,9 @@ func (cq *CQ) push(v *VI, recv bool) {
 	cq.ring[(cq.head+cq.n)%len(cq.ring)] = Completion{VI: v, Recv: recv}
 	cq.n++
 	signal(cq.wake)
+	if cq.watcher != nil {
+		signal(cq.watcher)
+	}
 }
 
 func (cq *CQ) popLocked() (Completion, bool) {

@@ -71,6 +71,7 @@ type Provider struct {
 	connWake     chan struct{}
 	lastNoConn   reliability.Time
 	stats        Stats
+	dgram        [256 - MinDatagramKind]*DatagramPort // open datagram ports by kind (datagram.go)
 
 	pollMu     sync.Mutex // the poll token: its holder may block in dev.Wait
 	spinners   atomic.Int32
@@ -364,6 +365,10 @@ func (p *Provider) deviceFailed(now reliability.Time, err error) {
 
 // input demultiplexes one received frame.
 func (p *Provider) input(now reliability.Time, frame []byte) {
+	if len(frame) > nic.OffKind && frame[nic.OffKind] >= MinDatagramKind {
+		p.datagramInput(frame)
+		return
+	}
 	var h reliability.Header
 	if err := reliability.Parse(frame, &h); err != nil {
 		p.stats.BadFrames++

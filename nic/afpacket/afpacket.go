@@ -50,6 +50,10 @@ type Config struct {
 	// eBPF filter could be loaded; other jobs' frames are then dropped in
 	// the kernel without being counted.
 	ClassicFilter bool
+	// MaxMulticast is the number of multicast groups the device joins at
+	// most (nic.Multicaster); zero means nic.DefaultMaxMulticast and a
+	// negative value none.
+	MaxMulticast int
 }
 
 // Device is an AF_PACKET socket on one interface. It implements nic.Device.
@@ -99,6 +103,9 @@ type Device struct {
 	sf            *bpf.SocketFilterProg
 	sfErr         error
 	kernelForeign uint64
+
+	ifindex int
+	mc      mcState // multicast.go
 }
 
 var _ nic.Device = (*Device)(nil)
@@ -129,7 +136,8 @@ func Open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: listen: %w", cfg.Iface, err)
 	}
-	d := &Device{cfg: cfg, filter: filter, conn: conn, mtu: ifi.MTU, hw: ifi.HardwareAddr}
+	d := &Device{cfg: cfg, filter: filter, conn: conn, mtu: ifi.MTU, hw: ifi.HardwareAddr, ifindex: ifi.Index}
+	d.mc.init(cfg.MaxMulticast)
 	if err := d.setup(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("afpacket %s: %w", cfg.Iface, err)

@@ -112,6 +112,10 @@ type Config struct {
 	// the caller. Nil makes the Device create, attach and on Close detach a
 	// program of its own.
 	Steering *bpf.Steering
+	// MaxMulticast is the number of multicast groups the device joins at
+	// most (nic.Multicaster); zero means nic.DefaultMaxMulticast and a
+	// negative value none.
+	MaxMulticast int
 }
 
 // Device is an AF_XDP socket on one queue of one interface. It implements
@@ -174,6 +178,8 @@ type Device struct {
 	// steerForeign is the own steering program's Foreign counter as last
 	// read, kept after Close frees the program.
 	steerForeign uint64
+
+	mc mcState // multicast.go
 }
 
 var _ nic.Device = (*Device)(nil)
@@ -232,6 +238,7 @@ func open(cfg Config) (*Device, error) {
 	d.maxFrame = nic.FrameCap(d.mtu)
 	d.errTimeout = fmt.Errorf("afxdp %s: wait: %w", cfg.Iface, nic.ErrTimeout)
 	d.errWaitEnd = fmt.Errorf("afxdp %s: wait: %w", cfg.Iface, nic.ErrClosed)
+	d.mc.init(cfg.MaxMulticast, ifi.Name)
 	if err := d.setup(cfg, ifi.Index); err != nil {
 		d.teardown()
 		return nil, err
@@ -751,7 +758,7 @@ func (d *Device) Close() error {
 
 // teardown releases whatever exists, in reverse order of setup.
 func (d *Device) teardown() error {
-	var errs []error
+	errs := []error{d.mc.close()}
 	if d.steer != nil {
 		if d.ownSteer {
 			errs = append(errs, d.steer.Close())

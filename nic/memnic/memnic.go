@@ -64,6 +64,10 @@ type PortConfig struct {
 	Faults Faults
 	// Promiscuous ports see every frame, not only theirs and broadcast.
 	Promiscuous bool
+	// MaxMulticast is the number of multicast groups the port can join
+	// (nic.Multicaster); zero means nic.DefaultMaxMulticast and a negative
+	// value none at all, like a NIC without a multicast filter.
+	MaxMulticast int
 }
 
 // Switch connects ports. It is safe for concurrent use.
@@ -122,6 +126,7 @@ func (s *Switch) NewPort(cfg PortConfig) (*Port, error) {
 		queue:   make([]entry, 0, cfg.QueueLen),
 		up:      true,
 		started: time.Now(),
+		mcast:   nic.NewMulticastSet(maxMulticast(cfg.MaxMulticast)),
 	}
 	p.timer.Stop()
 	s.ports = append(s.ports, p)
@@ -195,6 +200,9 @@ type Port struct {
 	rxFrames, rxBytes, rxDropped     atomic.Uint64
 	rxForeign                        atomic.Uint64
 	delivered, lost, dup, reord, cor atomic.Uint64
+
+	mcMu  sync.Mutex
+	mcast *nic.MulticastSet // joined groups (multicast.go)
 }
 
 var _ nic.Device = (*Port)(nil)
@@ -275,7 +283,8 @@ func (p *Port) Close() error {
 }
 
 // Send implements nic.Device. Frames go to the port owning the destination
-// MAC; broadcast and multicast frames go to every other port.
+// MAC; broadcast frames go to every other port, multicast frames to the
+// other ports that joined the group (and promiscuous ones).
 func (p *Port) Send(frames [][]byte) (int, error) {
 	if p.isClosed() {
 		return 0, fmt.Errorf("memnic port %d: send: %w", p.index, nic.ErrClosed)
@@ -296,9 +305,10 @@ func (p *Port) Send(frames [][]byte) (int, error) {
 		if !up {
 			continue
 		}
-		if f[0]&1 != 0 { // group address: flood
+		if f[0]&1 != 0 { // group address: flood broadcast, filter multicast
+			bcast := isBroadcast(f)
 			for _, q := range s.ports {
-				if q != p {
+				if q != p && (bcast || q.cfg.Promiscuous || q.joined(f)) {
 					q.deliver(p.index, f)
 				}
 			}
