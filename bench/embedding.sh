@@ -103,7 +103,11 @@ prog=$work/pingpong
 [ "$reps" -gt 0 ] && prog="$prog $reps"
 
 echo "== MPICH (TCP over ev0)"
-hydra -genv LD_LIBRARY_PATH= $prog | tee "$work/mpich.txt"
+# The namespaces share the hostname and /dev/shm, so MPICH (ch4:ucx) would
+# take them for one node and use shared memory: force its network path, and
+# UCX's TCP transport on ev0.
+hydra -genv LD_LIBRARY_PATH= -genv MPIR_CVAR_NOLOCAL 1 -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES ev0 \
+	$prog | tee "$work/mpich.txt"
 echo "== Ethervia libmpich.so.12 (raw Ethernet over ev0)"
 hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ $prog | tee "$work/ethervia.txt"
 

@@ -11,7 +11,7 @@
 //
 // # Protocols
 //
-// A message of up to the eager limit (WithEagerLimit, default 12 KiB) is
+// A message of up to the eager limit (WithEagerLimit, default 64 KiB) is
 // copied behind a 40-byte envelope into a pre-registered send buffer and
 // posted as one VI send. It lands in one of the receive buffers the peer
 // posted for this connection; the VI layer sends only against those

@@ -13,7 +13,7 @@ import (
 // writes the message straight into it: a ping-pong of large messages takes
 // offers, and every byte arrives.
 func TestOfferPingPong(t *testing.T) {
-	const n, rounds = 40 << 10, 20
+	const n, rounds = mplite.DefaultEagerLimit + 40<<10, 20
 	noErrors(t, runWorld(t, 2, 30*time.Second, nil, func(c *mplite.Comm) error {
 		buf := make([]byte, n)
 		peer := 1 - c.Rank()
@@ -44,7 +44,7 @@ func TestOfferPingPong(t *testing.T) {
 // offer (another tag, too long, eager) make it lapse, and each message
 // still lands in the receive MPI says it matches.
 func TestOfferKeepsMatchingOrder(t *testing.T) {
-	const big = 64 << 10
+	const big = mplite.DefaultEagerLimit + 1024
 	noErrors(t, runWorld(t, 2, 30*time.Second, nil, func(c *mplite.Comm) error {
 		if err := c.Barrier(); err != nil { // connected: receives are offered
 			return err

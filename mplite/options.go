@@ -15,7 +15,13 @@ import (
 const (
 	// DefaultEagerLimit is the largest message sent eagerly. MP_Lite used
 	// about 12 KB on M-VIA, where a copy beat a registration below 8 KB.
-	DefaultEagerLimit = 12 << 10
+	// Here registration is cheap (no pages to pin: vi's
+	// BenchmarkRegisterVsCopy) but the handshake's round trip is not, and
+	// on this project's machine the handshake stopped being slower than
+	// eager sends at 64 KiB (bench/eager.sh, docs/performance.md), so the
+	// switch sits there and the throughput curve has no dip. Each
+	// connection holds 2*DefaultRecvDepth buffers of this size.
+	DefaultEagerLimit = 64 << 10
 	// DefaultRecvDepth is the number of receive (and send) buffers per
 	// connection: the credits a peer may use before this rank re-posts.
 	DefaultRecvDepth = 32

@@ -37,8 +37,14 @@ func (c *Comm) wait(w waitCond) {
 	}
 	c.pollers.Add(1)
 	defer c.donePolling()
+	// Spin once, on entry. A waiter that blocked and was woken for nothing
+	// goes back to sleep at once: spinning again on every wake-up let an
+	// idle waiter (a library's service goroutine, say) take the CPU from
+	// the call that is about to complete, on every message.
+	spin := c.cfg.spin
 	for {
-		if c.cfg.spin > 0 {
+		if spin > 0 {
+			spin = 0
 			start := c.nanos()
 			for {
 				c.mu.Lock()
