@@ -123,10 +123,15 @@ func TestPeerLevelMismatchRejected(t *testing.T) {
 	vb := b.newVI(t, Attributes{Reliability: Unreliable})
 	// vb waits long enough for va's request even under the race detector;
 	// its rejection is the answer va must get.
-	go vb.ConnectPeer(ctxT(t, 3*time.Second), a.addr(1))
+	errb := make(chan error, 1)
+	go func() { errb <- vb.ConnectPeer(ctxT(t, 10*time.Second), a.addr(1)) }()
 	err := va.ConnectPeer(ctxT(t, 10*time.Second), b.addr(1))
 	if !errors.Is(err, ErrRejected) {
 		t.Fatalf("connect with mismatched levels: %v", err)
+	}
+	// Both ends learn it, whichever heard the other first.
+	if err := <-errb; !errors.Is(err, ErrRejected) {
+		t.Fatalf("the other end of a mismatched pair: %v", err)
 	}
 }
 

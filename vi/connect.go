@@ -334,7 +334,12 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 		switch v.state {
 		case Pending:
 			if remoteAttrs(h).Reliability != v.attrs.Reliability {
+				// The pair can never connect: tell the peer, and end our
+				// own attempt the same way, or whichever side hears the
+				// other first would give up while the other waits on.
 				p.rejectFrame(h.Src, h.SrcVI, h.Imm)
+				v.state, v.mode, v.rejected = Idle, modeNone, true
+				signal(v.stateWake)
 				return
 			}
 			if err := v.establish(now, h.SrcVI, h.Imm, h.Seq, h.Credit, int(h.Offset)); err != nil {
