@@ -45,51 +45,41 @@ func connectBond(ctx context.Context, ep Endpoint) (Conn, error) {
 // bondConn is one end of a bonded vi connection. It is used by one
 // goroutine at a time, as Conn requires; Close may come from anywhere.
 type bondConn struct {
-	b     *bonding.Bond
-	v     *bonding.VI
-	cq    *bonding.CQ
-	chunk int
-
-	ptag     bonding.PTag
-	recvArea []byte
-	recvH    descriptors.MemHandle
-	// msgBuf is the registered message buffer sends go out from,
-	// registered again only when the benchmark's buffer grows.
-	msgBuf       []byte
-	msgH         descriptors.MemHandle
-	sds, rds     []descriptors.Descriptor
-	sNext, sDone int // send slots: next to post, oldest in flight
-	recvReady    int // receive completions taken from the CQ, not yet fetched
+	staged
+	b  *bonding.Bond
+	bv *bonding.VI
 
 	closeOnce sync.Once
 }
 
 func (c *bondConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration) error {
 	o := c.b.Options()
-	c.chunk = o.MaxTransfer
 	cq, err := c.b.NewCQ(2 * o.QueueDepth)
 	if err != nil {
 		return fmt.Errorf("vi: bond: %w", err)
 	}
-	c.cq = cq
-	c.ptag = c.b.NewPTag()
-	c.v, err = c.b.NewVI(bonding.Attributes{PTag: c.ptag, SendCQ: cq, RecvCQ: cq})
+	ptag := c.b.NewPTag()
+	c.bv, err = c.b.NewVI(bonding.Attributes{PTag: ptag, SendCQ: cq, RecvCQ: cq})
 	if err != nil {
 		return fmt.Errorf("vi: bond: %w", err)
 	}
-	c.recvArea = make([]byte, viSlots*c.chunk)
-	if c.recvH, err = c.b.RegisterMemory(c.recvArea, c.ptag, 0); err != nil {
-		return fmt.Errorf("vi: bond: register receive ring: %w", err)
+	c.staged = staged{
+		name: "vi: bond",
+		v:    c.bv,
+		poll: func() (bool, bool) {
+			comp, ok := cq.Done()
+			return comp.Recv, ok
+		},
+		wait: func(ctx context.Context) (bool, error) {
+			comp, err := cq.Wait(ctx)
+			return comp.Recv, err
+		},
+		register:   func(b []byte) (descriptors.MemHandle, error) { return c.b.RegisterMemory(b, ptag, 0) },
+		deregister: c.b.DeregisterMemory,
+		chunk:      o.MaxTransfer,
 	}
-	c.sds = make([]descriptors.Descriptor, viSlots)
-	c.rds = make([]descriptors.Descriptor, viSlots)
-	for i := range viSlots {
-		c.sds[i].Segments = make([]descriptors.Segment, 1)
-		c.rds[i].Segments = []descriptors.Segment{{Buf: c.recvArea[i*c.chunk : (i+1)*c.chunk : (i+1)*c.chunk], Handle: c.recvH}}
-		// Posted before connecting: every one is a credit from the start.
-		if err := c.v.PostRecv(&c.rds[i]); err != nil {
-			return fmt.Errorf("vi: bond: post receive: %w", err)
-		}
+	if err := c.postRing(); err != nil {
+		return err
 	}
 	hctx, cancel := context.WithTimeout(ctx, 6*timeout)
 	defer cancel()
@@ -98,133 +88,16 @@ func (c *bondConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration
 		if err != nil {
 			return fmt.Errorf("vi: bond: wait for the transmitter: %w", err)
 		}
-		if err := req.Accept(c.v); err != nil {
+		if err := req.Accept(c.bv); err != nil {
 			return fmt.Errorf("vi: bond: accept: %w", err)
 		}
 		return nil
 	}
 	peer := bonding.Peer{MACs: ep.PeerMACs, Discriminator: viDiscriminator}
-	if err := c.v.ConnectRequest(hctx, peer); err != nil {
+	if err := c.bv.ConnectRequest(hctx, peer); err != nil {
 		return fmt.Errorf("vi: bond: connect to %v: %w", ep.PeerMACs, err)
 	}
 	return nil
-}
-
-// Send implements Conn. It returns once every chunk has completed.
-func (c *bondConn) Send(ctx context.Context, msg []byte) error {
-	return c.exchange(ctx, msg, nil, true)
-}
-
-// Recv implements Conn.
-func (c *bondConn) Recv(ctx context.Context, msg []byte) error {
-	return c.exchange(ctx, nil, msg, false)
-}
-
-// Exchange implements Conn.
-func (c *bondConn) Exchange(ctx context.Context, out, in []byte) error {
-	return c.exchange(ctx, out, in, out != nil)
-}
-
-// sendHandle returns the bond handle of the registered memory under out,
-// registering out's whole backing array when it is not registered yet. No
-// send is in flight when it is called.
-func (c *bondConn) sendHandle(out []byte) (descriptors.MemHandle, error) {
-	if len(out) == 0 {
-		return 0, nil
-	}
-	base := out[:cap(out)]
-	if len(c.msgBuf) >= len(base) && &c.msgBuf[0] == &base[0] {
-		return c.msgH, nil
-	}
-	if c.msgBuf != nil {
-		if err := c.b.DeregisterMemory(c.msgH); err != nil {
-			return 0, fmt.Errorf("vi: bond: deregister the old message buffer: %w", err)
-		}
-		c.msgBuf = nil
-	}
-	h, err := c.b.RegisterMemory(base, c.ptag, 0)
-	if err != nil {
-		return 0, fmt.Errorf("vi: bond: register the message buffer: %w", err)
-	}
-	c.msgBuf, c.msgH = base, h
-	return h, nil
-}
-
-func (c *bondConn) exchange(ctx context.Context, out, in []byte, send bool) error {
-	toSend, toRecv := 0, 0
-	var h descriptors.MemHandle
-	if send {
-		toSend = chunks(len(out), c.chunk)
-		var err error
-		if h, err = c.sendHandle(out); err != nil {
-			return err
-		}
-	}
-	if in != nil {
-		toRecv = chunks(len(in), c.chunk)
-	}
-	sent, got := 0, 0
-	for {
-		for sent < toSend && c.sNext-c.sDone < viSlots {
-			i := c.sNext % viSlots
-			off := sent * c.chunk
-			n := min(c.chunk, len(out)-off)
-			d := &c.sds[i]
-			d.Reset()
-			d.Segments[0] = descriptors.Segment{Buf: out[off : off+n], Handle: h}
-			if err := c.v.PostSend(d); err != nil {
-				return fmt.Errorf("vi: bond: post send: %w", err)
-			}
-			c.sNext++
-			sent++
-		}
-		for got < toRecv && c.recvReady > 0 {
-			d, ok := c.v.RecvDone()
-			if !ok {
-				return errors.New("vi: bond: a receive completion without a completed descriptor")
-			}
-			c.recvReady--
-			if d.Status.Failed() {
-				return fmt.Errorf("vi: bond: receive: %w (%v)", d.Status.Err(), c.v.Err())
-			}
-			off := got * c.chunk
-			want := min(c.chunk, len(in)-off)
-			if d.Length != want {
-				return fmt.Errorf("vi: bond: message chunk %d is %d bytes, this end expects %d", got, d.Length, want)
-			}
-			copy(in[off:off+want], d.Segments[0].Buf[:want])
-			d.Reset()
-			if err := c.v.PostRecv(d); err != nil {
-				return fmt.Errorf("vi: bond: repost receive: %w", err)
-			}
-			got++
-		}
-		if sent == toSend && got == toRecv && c.sDone == c.sNext {
-			return nil
-		}
-		comp, ok := c.cq.Done()
-		if !ok {
-			if err := c.v.Err(); err != nil {
-				return fmt.Errorf("vi: bond: connection: %w", err)
-			}
-			var err error
-			if comp, err = c.cq.Wait(ctx); err != nil {
-				return fmt.Errorf("vi: bond: %w", err)
-			}
-		}
-		if comp.Recv {
-			c.recvReady++
-			continue
-		}
-		d, ok := c.v.SendDone()
-		if !ok {
-			return errors.New("vi: bond: a send completion without a completed descriptor")
-		}
-		if d.Status.Failed() {
-			return fmt.Errorf("vi: bond: send: %w (%v)", d.Status.Err(), c.v.Err())
-		}
-		c.sDone++
-	}
 }
 
 // Close implements Conn: it closes the bonded VI and the bond, not the
