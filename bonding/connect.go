@@ -1,6 +1,7 @@
 package bonding
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,58 +16,180 @@ import (
 // ConnectPeer connects v to a bonded VI of the peer that makes the same call
 // with v's addresses and the same discriminator: rail r's VI connects peer
 // to peer with peer.MACs[r]. It returns once every rail is connected, or
-// fails when ctx ends first.
+// fails when ctx ends first or Disconnect or Close aborts it.
 func (v *VI) ConnectPeer(ctx context.Context, peer Peer) error {
-	return v.connect(ctx, peer, func(rv *vi.VI, a vi.Address) error { return rv.ConnectPeer(ctx, a) })
+	if err := v.checkPeer(peer); err != nil {
+		return err
+	}
+	cctx, err := v.beginConnect(ctx, opPeer)
+	if err != nil {
+		return err
+	}
+	err = v.eachRail(cctx, 0, func(ctx context.Context, r int) error {
+		return v.rails[r].v.ConnectPeer(ctx, vi.Address{MAC: peer.MACs[r], Discriminator: peer.Discriminator})
+	})
+	return v.endConnect(opPeer, peer, err)
 }
 
 // ConnectRequest connects v to the bonded VI that accepts it after
-// Bond.ConnectWait at peer: rail r's VI sends its request to peer.MACs[r].
-// It returns once every rail is connected, or fails when ctx ends first.
+// Bond.ConnectWait at peer. Rail 0 asks first, to peer.MACs[0] and
+// peer.Discriminator; a rejection (an error matching vi.ErrRejected) or any
+// other failure there ends the call with nothing else started. Once rail 0
+// is accepted, every other rail r asks peer.MACs[r] at the discriminator
+// derived from peer.Discriminator, v's rail-0 MAC and r (see RailBit), which
+// the acceptor is waiting for. It returns once every rail is connected, or
+// fails when ctx ends first (the other rails also give up after a bound of
+// their own) or Disconnect or Close aborts it. The derived discriminators
+// name the requesting bond, not the VI: a bond should not have two
+// requests to one peer and discriminator under way at once.
 func (v *VI) ConnectRequest(ctx context.Context, peer Peer) error {
-	return v.connect(ctx, peer, func(rv *vi.VI, a vi.Address) error { return rv.ConnectRequest(ctx, a) })
+	if err := v.checkPeer(peer); err != nil {
+		return err
+	}
+	cctx, err := v.beginConnect(ctx, opConnect)
+	if err != nil {
+		return err
+	}
+	return v.endConnect(opConnect, peer, v.request(cctx, peer))
 }
 
-func (v *VI) connect(ctx context.Context, peer Peer, fn func(*vi.VI, vi.Address) error) error {
+// request makes the rail connection requests of ConnectRequest.
+func (v *VI) request(ctx context.Context, peer Peer) error {
+	disc := peer.Discriminator
+	if err := ctx.Err(); err != nil {
+		return err // aborted already: send nothing
+	}
+	if err := v.rails[0].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[0], Discriminator: disc}); err != nil {
+		return fmt.Errorf("rail 0: %w", err)
+	}
+	if len(v.rails) == 1 {
+		return nil
+	}
+	// The acceptor waits railWait for the other rails, from its rail-0
+	// Accept on; past twice that it has given up, so stop asking too.
+	rctx, cancel := context.WithTimeout(ctx, 2*railWait(v.b.opts))
+	defer cancel()
+	own := mac48(v.b.macs[0])
+	return v.eachRail(rctx, 1, func(ctx context.Context, r int) error {
+		return v.rails[r].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[r], Discriminator: railDisc(disc, own, r)})
+	})
+}
+
+// checkPeer checks that peer names every rail and a discriminator free of
+// the reserved bits.
+func (v *VI) checkPeer(peer Peer) error {
 	if len(peer.MACs) != len(v.rails) {
 		return fmt.Errorf("bonding: connect: %d peer addresses for %d rails", len(peer.MACs), len(v.rails))
 	}
-	if err := v.beginConnect(); err != nil {
-		return err
+	if err := checkDisc(peer.Discriminator); err != nil {
+		return fmt.Errorf("bonding: connect: %w", err)
 	}
-	errs := make([]error, len(v.rails))
-	var wg sync.WaitGroup
-	for r, rl := range v.rails {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[r] = fn(rl.v, vi.Address{MAC: peer.MACs[r], Discriminator: peer.Discriminator})
-		}()
-	}
-	wg.Wait()
-	return v.endConnect(peer, errors.Join(errs...))
-}
-
-// beginConnect moves an Idle VI to connecting.
-func (v *VI) beginConnect() error {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.state == closedVI {
-		return fmt.Errorf("bonding: connect: %w", ErrClosed)
-	}
-	if v.state != Idle || v.connecting {
-		return fmt.Errorf("bonding: connect: %w: %v", ErrState, v.state)
-	}
-	v.connecting = true
 	return nil
 }
 
+func checkDisc(d uint64) error {
+	if d&(RailBit|ReconnectBit) != 0 {
+		return fmt.Errorf("%w: %#x", ErrDiscriminator, d)
+	}
+	return nil
+}
+
+// mac48 is a MAC address as a number.
+func mac48(m net.HardwareAddr) uint64 {
+	var x uint64
+	for _, c := range m[:min(len(m), 6)] {
+		x = x<<8 | uint64(c)
+	}
+	return x
+}
+
+// railDisc is the discriminator rail r (≥ 1) of a requested connection
+// uses: the requester's rail-0 MAC (mac0, as from mac48) makes it differ
+// between requesters of one discriminator, so that the acceptor pairs each
+// one's rails with its own rail 0 however many connect at once. RailBit
+// keeps it apart from user discriminators and from reconnections (which
+// flip ReconnectBit instead); the MAC takes bits 8–55 and r the low byte.
+func railDisc(disc, mac0 uint64, r int) uint64 {
+	return disc ^ RailBit ^ mac0<<8 ^ uint64(r)
+}
+
+// railWait bounds how long an acceptor waits for the requester's rails
+// after rail 0: the requester asks at once, so this is a round trip and
+// a few lost frames, unless the requester died meanwhile.
+func railWait(o Options) time.Duration {
+	return max(o.PeerTimeout, 3*time.Second)
+}
+
+// eachRail runs fn for rails from to k-1 at once, each with a context that
+// ends when ctx does or when another rail fails, and returns the first
+// failure.
+func (v *VI) eachRail(ctx context.Context, from int, fn func(ctx context.Context, r int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for r := from; r < len(v.rails); r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A rail request already sent cannot be taken back, so do not
+			// send one for an attempt that has ended.
+			err := ctx.Err()
+			if err == nil {
+				err = fn(ctx, r)
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("rail %d: %w", r, err)
+				}
+				mu.Unlock()
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// beginConnect moves an Idle VI to connecting and returns the context of
+// the attempt: it ends with ctx or when Disconnect or Close aborts the
+// attempt. An accept first aborts a ConnectRequest or ConnectPeer of v
+// under way (not another accept), in the same critical section, so that
+// no other attempt can start in between.
+func (v *VI) beginConnect(ctx context.Context, op string) (context.Context, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for op == opAccept && v.connecting && v.connOp != opAccept && v.state != closedVI {
+		v.abortOne(errSuperseded)
+	}
+	if v.state == closedVI {
+		return nil, fmt.Errorf("bonding: %s: %w", op, ErrClosed)
+	}
+	if v.state != Idle || v.connecting {
+		return nil, fmt.Errorf("bonding: %s: %w: %v", op, ErrState, v.state)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	v.connecting, v.connOp = true, op
+	v.connCancel, v.connDone, v.connAbort = cancel, make(chan struct{}), nil
+	return cctx, nil
+}
+
 // endConnect establishes the bonded connection once every rail is
-// connected, or undoes the rails on err.
-func (v *VI) endConnect(peer Peer, err error) error {
+// connected, or undoes the rails on err or when the attempt was aborted.
+func (v *VI) endConnect(op string, peer Peer, err error) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.connecting = false
+	v.connCancel()
+	close(v.connDone)
+	if v.connAbort != nil {
+		// Every rail may have connected meanwhile: the abort wins.
+		err = v.connAbort
+	}
 	if err == nil && v.state != Idle {
 		err = ErrClosed
 	}
@@ -74,7 +197,7 @@ func (v *VI) endConnect(peer Peer, err error) error {
 		for _, rl := range v.rails {
 			v.resetRail(rl)
 		}
-		return fmt.Errorf("bonding: connect: %w", err)
+		return fmt.Errorf("bonding: %s: %w", op, err)
 	}
 	v.peer = Peer{MACs: make([]net.HardwareAddr, len(peer.MACs)), Discriminator: peer.Discriminator}
 	for r, m := range peer.MACs {
@@ -103,6 +226,38 @@ func (v *VI) endConnect(peer Peer, err error) error {
 	}
 	return nil
 }
+
+// abortConnect ends a connection attempt running in another goroutine
+// (ConnectRequest, ConnectPeer, Accept) with cause and waits until it has
+// undone its rails, so that v is Idle again when it returns. Cancelling
+// the attempt's context ends every rail request, wait and peer request it
+// has under way at once, and keeps it from starting more. v.mu is held on
+// entry and on return, but not while waiting: the attempt needs it to end.
+func (v *VI) abortConnect(cause error) {
+	for v.connecting {
+		v.abortOne(cause)
+	}
+}
+
+// abortOne aborts the attempt under way and waits until it has ended (v.mu
+// held on entry and return, released while waiting).
+func (v *VI) abortOne(cause error) {
+	if v.connAbort == nil {
+		v.connAbort = cause
+	}
+	cancel, done := v.connCancel, v.connDone
+	v.mu.Unlock()
+	cancel()
+	<-done
+	v.mu.Lock()
+}
+
+// The operations of beginConnect, as named in errors.
+const (
+	opConnect = "connect"
+	opPeer    = "connect peer"
+	opAccept  = "accept"
+)
 
 // railWaiter blocks on rail r's completion queue for the life of the
 // connection and handles what arrives there, so that the bond makes
@@ -134,79 +289,142 @@ func (v *VI) Peer() Peer {
 	return v.peer
 }
 
-// ConnRequest is a bonded connection request: one rail connection request
-// per rail, to the same discriminator.
+// ConnRequest is a bonded connection request: the request that arrived on
+// rail 0. The requester's other rails ask once it is accepted.
 type ConnRequest struct {
-	b    *Bond
-	reqs []*vi.ConnRequest
+	b *Bond
+	q *vi.ConnRequest
 }
 
-// ConnectWait waits for a bonded VI's ConnectRequest to discriminator: one
-// request on every rail. Requests to one discriminator are paired rail by
-// rail in arrival order, so only one peer should connect to a discriminator
-// at a time.
+// ConnectWait waits until ctx ends for a bonded VI's ConnectRequest to
+// discriminator, which arrives on rail 0. It waits on rail 0 only, so with
+// a context that has already ended it is a cheap poll: it returns a queued
+// request or an error, and rejects nothing. Any number of peers may connect
+// to one discriminator at once; each request is answered on its own.
 func (b *Bond) ConnectWait(ctx context.Context, discriminator uint64) (*ConnRequest, error) {
-	reqs := make([]*vi.ConnRequest, len(b.rails))
-	errs := make([]error, len(b.rails))
-	var wg sync.WaitGroup
-	for r, p := range b.rails {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			reqs[r], errs[r] = p.ConnectWait(ctx, discriminator)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, q := range reqs {
-			if q != nil {
-				q.Reject()
-			}
-		}
+	if err := checkDisc(discriminator); err != nil {
 		return nil, fmt.Errorf("bonding: connect wait: %w", err)
 	}
-	return &ConnRequest{b: b, reqs: reqs}, nil
-}
-
-// Remote is the requesting peer: its MAC on every rail and the
-// discriminator.
-func (r *ConnRequest) Remote() Peer {
-	p := Peer{Discriminator: r.reqs[0].Remote().Discriminator}
-	for _, q := range r.reqs {
-		p.MACs = append(p.MACs, q.Remote().MAC)
+	q, err := b.rails[0].ConnectWait(ctx, discriminator)
+	if err != nil {
+		return nil, fmt.Errorf("bonding: connect wait: %w", err)
 	}
-	return p
+	return &ConnRequest{b: b, q: q}, nil
 }
 
-// Accept connects v, which must be Idle, to the requesting bonded VI.
+// Remote is the requesting peer as far as its request tells: its rail-0
+// MAC (MACs holds that one address) and the discriminator. Its other
+// rails' MACs are known only once Accept has connected them (VI.Peer then
+// has them all).
+func (r *ConnRequest) Remote() Peer {
+	a := r.q.Remote()
+	return Peer{MACs: []net.HardwareAddr{a.MAC}, Discriminator: a.Discriminator}
+}
+
+// Accept connects v, which must be Idle, to the requesting bonded VI. It
+// accepts rail 0, then waits for the requester's other rails to ask (each
+// at its derived discriminator; their requests tell their MACs) and accepts
+// them, so it blocks for about a round trip; it gives up after
+// max(PeerTimeout, 3s) without them. On failure v is Idle again and the
+// requester fails too; when it fails before answering rail 0 (v is not
+// Idle, say), the request is still open: Reject it or accept it on another
+// VI. Disconnect or Close of v aborts it.
+//
+// A ConnectRequest or ConnectPeer of v under way in another goroutine is
+// aborted first, as Disconnect would, and fails: when two ends ask each
+// other at once and this end gives up its own request for the peer's,
+// the goroutine that makes it may not even have started it yet when this
+// end calls Disconnect, and Accept must win all the same. An Accept of v
+// under way makes this one fail.
 func (r *ConnRequest) Accept(v *VI) error {
+	return r.accept(v, nil)
+}
+
+// AcceptPeer is Accept for a caller that knows the requester's MACs on
+// every rail (peer.MACs, in rail order): a rail's request from another MAC
+// is rejected and fails the accept. peer.MACs[0] must be the request's
+// Remote address; when it is not, the request is left unanswered.
+func (r *ConnRequest) AcceptPeer(v *VI, peer Peer) error {
+	if len(peer.MACs) != len(r.b.rails) {
+		return fmt.Errorf("bonding: accept: %d peer addresses for %d rails", len(peer.MACs), len(r.b.rails))
+	}
+	if got := r.q.Remote().MAC; !bytes.Equal(got, peer.MACs[0]) {
+		return fmt.Errorf("bonding: accept: %w: request from %v, peer's rail 0 is %v", ErrState, got, peer.MACs[0])
+	}
+	return r.accept(v, peer.MACs)
+}
+
+// accept is Accept and AcceptPeer; want, when set, holds the MACs the
+// rails' requests must come from.
+func (r *ConnRequest) accept(v *VI, want []net.HardwareAddr) error {
 	if v.b != r.b {
 		return fmt.Errorf("bonding: accept: %w: VI of another bond", ErrState)
 	}
-	if err := v.beginConnect(); err != nil {
+	// The attempt has no context of its own: the rail waits are bounded
+	// by railWait, and Disconnect or Close cancels it.
+	ctx, err := v.beginConnect(context.Background(), opAccept)
+	if err != nil {
 		return err
 	}
-	var err error
-	for i, q := range r.reqs {
-		if err = q.Accept(v.rails[i].v); err != nil {
-			for _, q := range r.reqs[i+1:] {
-				q.Reject()
-			}
-			err = fmt.Errorf("rail %d: %w", i, err)
-			break
-		}
-	}
-	return v.endConnect(r.Remote(), err)
+	a := r.q.Remote()
+	peer := Peer{MACs: make([]net.HardwareAddr, len(v.rails)), Discriminator: a.Discriminator}
+	peer.MACs[0] = a.MAC
+	err = r.acceptRails(ctx, v, peer, want)
+	return v.endConnect(opAccept, peer, err)
 }
 
-// Reject refuses the request on every rail.
-func (r *ConnRequest) Reject() error {
-	var errs []error
-	for _, q := range r.reqs {
-		errs = append(errs, q.Reject())
+// acceptRails accepts rail 0, then waits for and accepts the other rails'
+// requests, filling in peer.MACs.
+func (r *ConnRequest) acceptRails(ctx context.Context, v *VI, peer Peer, want []net.HardwareAddr) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	if err := r.q.Accept(v.rails[0].v); err != nil {
+		return fmt.Errorf("rail 0: %w", err)
+	}
+	if len(v.rails) == 1 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, railWait(v.b.opts))
+	defer cancel()
+	mac0 := mac48(peer.MACs[0])
+	return v.eachRail(wctx, 1, func(ctx context.Context, rr int) error {
+		q, err := v.b.rails[rr].ConnectWait(ctx, railDisc(peer.Discriminator, mac0, rr))
+		if err != nil {
+			return err
+		}
+		got := q.Remote().MAC
+		if want != nil && !bytes.Equal(got, want[rr]) {
+			// Not the peer we were told of: a misconfigured MAC table.
+			q.Reject()
+			return fmt.Errorf("%w: request from %v, want %v", ErrState, got, want[rr])
+		}
+		if err := q.Accept(v.rails[rr].v); err != nil {
+			// Answer it, so that the requester fails now, not after
+			// its own bound.
+			q.Reject()
+			return err
+		}
+		peer.MACs[rr] = got
+		return nil
+	})
 }
+
+// Reject refuses the request: the requester's ConnectRequest fails with
+// an error matching vi.ErrRejected.
+func (r *ConnRequest) Reject() error {
+	if err := r.q.Reject(); err != nil {
+		return fmt.Errorf("bonding: reject: %w", err)
+	}
+	return nil
+}
+
+// Why a connection attempt fails when Disconnect, or an Accept on the same
+// VI, aborts it.
+var (
+	errAborted    = errors.New("connection attempt aborted by Disconnect")
+	errSuperseded = errors.New("connection attempt superseded by an Accept on the same VI")
+)
 
 // ---- rail failure ----
 
@@ -380,9 +598,15 @@ func (v *VI) flushRecvs() {
 
 // Disconnect ends the connection: every rail disconnects, every pending
 // descriptor completes as flushed and the VI returns to Idle, from where it
-// may connect again. It also clears the Error state.
+// may connect again. It also clears the Error state. A ConnectRequest,
+// ConnectPeer or Accept of v running in another goroutine fails: Disconnect
+// returns once it has, so that v may be used for another connection (say,
+// to accept the peer's request that crossed ours) at once.
 func (v *VI) Disconnect() error {
 	v.mu.Lock()
+	if v.state != closedVI {
+		v.abortConnect(errAborted)
+	}
 	if v.state == closedVI {
 		v.mu.Unlock()
 		return fmt.Errorf("bonding: disconnect: %w", ErrClosed)
@@ -396,11 +620,15 @@ func (v *VI) Disconnect() error {
 	return nil
 }
 
-// Close destroys the VI, disconnecting it first, and its rail VIs.
+// Close destroys the VI, disconnecting it first (aborting a connection
+// attempt under way, as Disconnect does), and its rail VIs.
 // Descriptors still queued complete as flushed; Done and Wait still return
 // them.
 func (v *VI) Close() error {
 	v.mu.Lock()
+	if v.state != closedVI {
+		v.abortConnect(ErrClosed)
+	}
 	if v.state == closedVI {
 		v.mu.Unlock()
 		return nil

@@ -9,9 +9,43 @@
 // Bond.RegisterMemory (registers on every rail and returns one bond handle),
 // Bond.NewCQ, Bond.NewVI, VI.PostSend / PostRecv / SendDone / RecvDone /
 // SendWait / RecvWait, CQ.Done / Wait, VI.ConnectPeer, VI.ConnectRequest
-// with Bond.ConnectWait and ConnRequest.Accept. Peers are named by their
-// MAC on every rail plus a discriminator (Peer). Descriptors are the
-// ordinary descriptors.Descriptor; their segments name bond handles.
+// with Bond.ConnectWait and ConnRequest.Accept (or AcceptPeer). Peers are
+// named by their MAC on every rail plus a discriminator (Peer). Descriptors
+// are the ordinary descriptors.Descriptor; their segments name bond
+// handles.
+//
+// # Connections
+//
+// ConnectPeer connects every rail peer to peer with the discriminator.
+// A requested connection is named by rail 0: VI.ConnectRequest asks on rail
+// 0 only, to the peer's rail-0 MAC and the discriminator, and
+// Bond.ConnectWait waits on rail 0 only, so that with an expired context it
+// is a cheap poll that rejects nothing. A rejection ends ConnectRequest with
+// an error matching vi.ErrRejected before any other rail asks. Once rail 0
+// is accepted, the requester's rail r ≥ 1 asks at
+// discriminator^RailBit^(rail-0 MAC<<8)^r, and ConnRequest.Accept, having
+// accepted rail 0, waits for exactly those requests and accepts them on its
+// VI's rails: Accept takes about a round trip. Since every requester's
+// rails carry its own rail-0 MAC, any number of peers may connect to one
+// discriminator at once without their rails being mixed up; one bond should
+// not have two requests to the same peer and discriminator under way at
+// once, as their rails would look alike. A ConnRequest's Remote knows only
+// the rail-0 MAC; Accept learns the others from the rails' requests, and
+// AcceptPeer checks them against the MACs the caller knows.
+//
+// Discriminators must leave RailBit (bit 62) and ReconnectBit (bit 63)
+// clear: rail reconnections use discriminator^ReconnectBit, so first
+// connections' rails (bit 62 set), reconnections (bit 63 set) and rail-0 or
+// peer connections (both clear) never meet one another.
+//
+// VI.Disconnect (or Close) aborts a connection attempt under way in another
+// goroutine: the attempt fails, and Disconnect returns once it has and the
+// VI is Idle, so that a peer's crossing request can be accepted on the same
+// VI at once (the rule when two ends ask each other simultaneously: one
+// rejects, the other abandons its own request and accepts). Accept itself
+// aborts a ConnectRequest or ConnectPeer under way on its VI, so that it
+// wins even over a request whose goroutine started only after that
+// Disconnect.
 //
 // # Design
 //

@@ -60,19 +60,36 @@ var (
 	ErrState = errors.New("bonding: wrong state")
 	// ErrAllRails means every rail of the VI died.
 	ErrAllRails = errors.New("bonding: every rail failed")
+	// ErrDiscriminator means a discriminator uses RailBit or ReconnectBit.
+	ErrDiscriminator = errors.New("bonding: discriminator uses a reserved bit")
 )
 
 // Peer names the other end of a bonded connection: its MAC address on every
-// rail, in rail order, and a discriminator both ends agree on. Rail
-// reconnections use Discriminator^ReconnectBit.
+// rail, in rail order, and a discriminator both ends agree on, with RailBit
+// and ReconnectBit clear. Rail reconnections use Discriminator^ReconnectBit;
+// the rails after rail 0 of a requested connection use a discriminator
+// derived with RailBit.
 type Peer struct {
 	MACs          []net.HardwareAddr
 	Discriminator uint64
 }
 
-// ReconnectBit is flipped in the discriminator of rail reconnections, so
-// that they never meet a first connection request.
-const ReconnectBit = 1 << 63
+// The reserved discriminator bits. A connection's own discriminator has
+// both clear (ErrDiscriminator otherwise), so the three kinds of rail
+// connection never meet one another: a first connection's rail 0, and
+// every rail of ConnectPeer, use the discriminator d; rail r ≥ 1 of a
+// ConnectRequest uses d^RailBit^(m<<8)^r, where m is the requester's
+// rail-0 MAC as a 48-bit number (bit 62 set, 63 clear); a rail
+// reconnection uses d^ReconnectBit (bit 63 set, 62 clear).
+const (
+	// ReconnectBit is flipped in the discriminator of rail reconnections,
+	// so that they never meet a first connection request.
+	ReconnectBit = 1 << 63
+	// RailBit is flipped in the discriminators the rails after rail 0 of
+	// a requested connection use, so that they never meet a rail-0
+	// request or a reconnection.
+	RailBit = 1 << 62
+)
 
 // RailStats count what one rail of a bonded VI did.
 type RailStats struct {
@@ -213,7 +230,15 @@ type VI struct {
 	// stopCtx ends with the connection; rail reconnections use it.
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
+	// connecting: a ConnectRequest, ConnectPeer or Accept (connOp) is
+	// under way. connCancel ends its context, connDone is closed when it
+	// has ended, and connAbort, once set by Disconnect, Close or Accept,
+	// is why it fails.
 	connecting bool
+	connOp     string
+	connCancel context.CancelFunc
+	connDone   chan struct{}
+	connAbort  error
 	wg         sync.WaitGroup
 
 	sq, rq *descriptors.Queue

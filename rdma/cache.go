@@ -44,7 +44,7 @@ type cacheEntry struct {
 // are evicted least recently used first when the bounds would be exceeded;
 // entries in use never are. It is safe for concurrent use.
 type Cache struct {
-	table      *Table
+	table      Registry
 	tag        PTag
 	access     Access
 	maxEntries int
@@ -57,9 +57,17 @@ type Cache struct {
 	stats   CacheStats
 }
 
+// Registry is where a Cache registers its buffers: a Table, or something
+// that registers in several tables at once (a bond registers on every rail
+// and names the region by one rail's).
+type Registry interface {
+	Register(buf []byte, tag PTag, acc Access) (*Region, error)
+	Deregister(r *Region) error
+}
+
 // NewCache returns a cache that registers buffers in t under tag with the
 // given rights, holding at most maxEntries regions and maxBytes bytes.
-func NewCache(t *Table, tag PTag, acc Access, maxEntries int, maxBytes int64) *Cache {
+func NewCache(t Registry, tag PTag, acc Access, maxEntries int, maxBytes int64) *Cache {
 	c := &Cache{table: t, tag: tag, access: acc, maxEntries: maxEntries, maxBytes: maxBytes,
 		entries: make(map[uintptr]*cacheEntry)}
 	c.lru.next, c.lru.prev = &c.lru, &c.lru
