@@ -10,13 +10,20 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/vi"
 )
 
 // ConnectPeer connects v to a bonded VI of the peer that makes the same call
 // with v's addresses and the same discriminator: rail r's VI connects peer
-// to peer with peer.MACs[r]. It returns once every rail is connected, or
-// fails when ctx ends first or Disconnect or Close aborts it.
+// to peer with peer.MACs[r], every rail at once. Rail 0 must connect: the
+// call fails when it has not by the time ctx ends, or when Disconnect or
+// Close aborts it. Once rail 0 is connected, the other rails get the rail
+// wait (PeerTimeout clamped to [100 ms, 1 s]) more, or until ctx ends,
+// which then no longer fails the call. A rail still not connected then
+// (its link is down, say) is left down, counted as a rail failure, and
+// reconnects in the background as a rail that died would, while the
+// connection runs on the others.
 func (v *VI) ConnectPeer(ctx context.Context, peer Peer) error {
 	if err := v.checkPeer(peer); err != nil {
 		return err
@@ -25,23 +32,52 @@ func (v *VI) ConnectPeer(ctx context.Context, peer Peer) error {
 	if err != nil {
 		return err
 	}
-	err = v.eachRail(cctx, 0, func(ctx context.Context, r int) error {
-		return v.rails[r].v.ConnectPeer(ctx, vi.Address{MAC: peer.MACs[r], Discriminator: peer.Discriminator})
-	})
-	return v.endConnect(opPeer, peer, err)
+	return v.endConnect(opPeer, peer, v.peerRails(cctx, peer))
+}
+
+// peerRails makes the rail peer connections of ConnectPeer.
+func (v *VI) peerRails(ctx context.Context, peer Peer) error {
+	addr := func(r int) vi.Address { return vi.Address{MAC: peer.MACs[r], Discriminator: peer.Discriminator} }
+	if err := ctx.Err(); err != nil {
+		return err // aborted already: send nothing
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	others := make(chan error, 1)
+	go func() {
+		others <- v.eachRail(rctx, 1, func(ctx context.Context, r int) error {
+			return v.rails[r].v.ConnectPeer(ctx, addr(r))
+		})
+	}()
+	if err := v.rails[0].v.ConnectPeer(ctx, addr(0)); err != nil {
+		cancel()
+		<-others
+		return fmt.Errorf("rail 0: %w", err)
+	}
+	// The peer's rail 0 connected within a round trip of ours, and its
+	// other rails have been asking since its call began, as ours have.
+	t := time.AfterFunc(railWait(v.b.opts), cancel)
+	defer t.Stop()
+	return <-others
 }
 
 // ConnectRequest connects v to the bonded VI that accepts it after
 // Bond.ConnectWait at peer. Rail 0 asks first, to peer.MACs[0] and
 // peer.Discriminator; a rejection (an error matching vi.ErrRejected) or any
-// other failure there ends the call with nothing else started. Once rail 0
-// is accepted, every other rail r asks peer.MACs[r] at the discriminator
-// derived from peer.Discriminator, v's rail-0 MAC and r (see RailBit), which
-// the acceptor is waiting for. It returns once every rail is connected, or
-// fails when ctx ends first (the other rails also give up after a bound of
-// their own) or Disconnect or Close aborts it. The derived discriminators
-// name the requesting bond, not the VI: a bond should not have two
-// requests to one peer and discriminator under way at once.
+// other failure there ends the call with nothing else started, and so does
+// ctx ending or Disconnect or Close aborting it before rail 0 is accepted.
+// Once rail 0 is accepted the connection is made: every other rail r asks
+// peer.MACs[r] at the discriminator derived from peer.Discriminator, v's
+// rail-0 MAC and r (see RailBit), which the acceptor is waiting for, for at
+// most one and a half rail waits (the rail wait is PeerTimeout clamped to
+// [100 ms, 1 s]; the acceptor waits one) or until ctx ends, which then no
+// longer fails the call. A rail not accepted by then (its link is down,
+// say) is left down, counted as a rail failure, and reconnects in the
+// background as a rail that died would; the connection runs on the others.
+// A rejection of such a rail means the acceptor's Accept failed as a whole,
+// and fails the call. The derived discriminators name the requesting bond,
+// not the VI: a bond should not have two requests to one peer and
+// discriminator under way at once.
 func (v *VI) ConnectRequest(ctx context.Context, peer Peer) error {
 	if err := v.checkPeer(peer); err != nil {
 		return err
@@ -65,21 +101,32 @@ func (v *VI) request(ctx context.Context, peer Peer) error {
 	if len(v.rails) == 1 {
 		return nil
 	}
-	// The acceptor waits railWait for the other rails, from its rail-0
-	// Accept on; past twice that it has given up, so stop asking too.
-	rctx, cancel := context.WithTimeout(ctx, 2*railWait(v.b.opts))
+	// The acceptor waits railWait for the other rails from its rail-0
+	// Accept on, which was before ours completed: by the time these
+	// requests give up, it has (see requestWait).
+	rctx, cancel := context.WithTimeout(ctx, requestWait(v.b.opts))
 	defer cancel()
 	own := mac48(v.b.macs[0])
 	return v.eachRail(rctx, 1, func(ctx context.Context, r int) error {
-		return v.rails[r].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[r], Discriminator: railDisc(disc, own, r)})
+		err := v.rails[r].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[r], Discriminator: railDisc(disc, own, r)})
+		if errors.Is(err, vi.ErrRejected) {
+			// The acceptor rejects a rail only when its Accept fails.
+			return fatal{err}
+		}
+		return err
 	})
 }
 
-// checkPeer checks that peer names every rail and a discriminator free of
-// the reserved bits.
+// checkPeer checks that peer names every rail, each with a 6-byte MAC, and
+// a discriminator free of the reserved bits.
 func (v *VI) checkPeer(peer Peer) error {
 	if len(peer.MACs) != len(v.rails) {
 		return fmt.Errorf("bonding: connect: %d peer addresses for %d rails", len(peer.MACs), len(v.rails))
+	}
+	for r, m := range peer.MACs {
+		if _, ok := nic.MAC(m); !ok {
+			return fmt.Errorf("bonding: connect: rail %d: bad MAC %v", r, m)
+		}
 	}
 	if err := checkDisc(peer.Discriminator); err != nil {
 		return fmt.Errorf("bonding: connect: %w", err)
@@ -113,16 +160,46 @@ func railDisc(disc, mac0 uint64, r int) uint64 {
 	return disc ^ RailBit ^ mac0<<8 ^ uint64(r)
 }
 
-// railWait bounds how long an acceptor waits for the requester's rails
-// after rail 0: the requester asks at once, so this is a round trip and
-// a few lost frames, unless the requester died meanwhile.
+// railWait bounds how long a new connection waits for its rails after
+// rail 0: an acceptor for the requester's requests from its rail-0 Accept
+// on, ConnectPeer from its rail 0 connecting on. With every link up this
+// is a round trip and a few lost frames (the requester asks at once and
+// repeats a request after 5, 10, 20, ... ms), so PeerTimeout, the time
+// after which a silent link counts as dead anyway, is plenty; but at most
+// a second, so that connecting while a rail is down stays quick (the rail
+// reconnects in the background), and at least 100 ms, so that a short
+// PeerTimeout does not leave rails of a loaded machine behind.
 func railWait(o Options) time.Duration {
-	return max(o.PeerTimeout, 3*time.Second)
+	return min(max(o.PeerTimeout, 100*time.Millisecond), time.Second)
 }
 
+// requestWait bounds how long a requester's rails after rail 0 ask. It
+// starts once the acceptor's rail-0 Accept has reached us, so after the
+// acceptor's railWait began, and it is half as long again: the acceptor
+// stops waiting first, so that it does not accept a rail the requester
+// gave up on, and the margin lets an Accept of the last moment whose frame
+// was lost arrive through the requests' repeats. When that still happens
+// (or the requester's ctx ended first), the acceptor's Accept reaches a
+// rail VI that gave up and is answered with a Disconnect, or failing that
+// the acceptor's rail hears nothing for PeerTimeout: either way it fails
+// as a rail that died, and reconnects.
+func requestWait(o Options) time.Duration {
+	w := railWait(o)
+	return w + w/2
+}
+
+// fatal marks a rail's failure that fails the whole connection attempt;
+// other failures of rails after rail 0 only leave the rail down.
+type fatal struct{ err error }
+
+func (f fatal) Error() string { return f.err.Error() }
+func (f fatal) Unwrap() error { return f.err }
+
 // eachRail runs fn for rails from to k-1 at once, each with a context that
-// ends when ctx does or when another rail fails, and returns the first
-// failure.
+// ends when ctx does or when another rail fails fatally, and returns the
+// first fatal failure (an error fn wrapped in fatal), naming its rail. A
+// rail whose fn fails otherwise is left as it is, not connected:
+// endConnect treats a rail VI that is not connected as down.
 func (v *VI) eachRail(ctx context.Context, from int, fn func(ctx context.Context, r int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -137,14 +214,14 @@ func (v *VI) eachRail(ctx context.Context, from int, fn func(ctx context.Context
 			defer wg.Done()
 			// A rail request already sent cannot be taken back, so do not
 			// send one for an attempt that has ended.
-			err := ctx.Err()
-			if err == nil {
-				err = fn(ctx, r)
+			if ctx.Err() != nil {
+				return
 			}
-			if err != nil {
+			var f fatal
+			if err := fn(ctx, r); errors.As(err, &f) {
 				mu.Lock()
 				if first == nil {
-					first = fmt.Errorf("rail %d: %w", r, err)
+					first = fmt.Errorf("rail %d: %w", r, f.err)
 				}
 				mu.Unlock()
 				cancel()
@@ -178,8 +255,12 @@ func (v *VI) beginConnect(ctx context.Context, op string) (context.Context, erro
 	return cctx, nil
 }
 
-// endConnect establishes the bonded connection once every rail is
-// connected, or undoes the rails on err or when the attempt was aborted.
+// endConnect establishes the bonded connection once the attempt's rails are
+// through, or undoes the rails on err or when the attempt was aborted. The
+// rails whose VI is connected are live; the others (that did not connect in
+// time, or broke meanwhile) start down, each counted as a rail failure, and
+// reconnect in the background when the peer's MAC on the rail is known. With
+// no rail connected the attempt fails.
 func (v *VI) endConnect(op string, peer Peer, err error) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -192,6 +273,14 @@ func (v *VI) endConnect(op string, peer Peer, err error) error {
 	}
 	if err == nil && v.state != Idle {
 		err = ErrClosed
+	}
+	if err == nil && !v.anyRailConnected() {
+		// Rail 0 connected, then broke while the others were waited for.
+		cause := v.rails[0].v.Err()
+		if cause == nil {
+			cause = errors.New("no rail connected")
+		}
+		err = fmt.Errorf("rail 0: %w", cause)
 	}
 	if err != nil {
 		for _, rl := range v.rails {
@@ -206,7 +295,7 @@ func (v *VI) endConnect(op string, peer Peer, err error) error {
 	v.stopCtx, v.stopCancel = context.WithCancel(context.Background())
 	for r, rl := range v.rails {
 		rl.addr = vi.Address{MAC: v.peer.MACs[r], Discriminator: peer.Discriminator ^ ReconnectBit}
-		rl.live, rl.failed, rl.connecting = true, false, false
+		rl.live, rl.failed, rl.connecting = rl.v.State() == vi.Connected, false, false
 		rl.lastDone = v.b.now()
 	}
 	v.state, v.err = Connected, nil
@@ -218,6 +307,14 @@ func (v *VI) endConnect(op string, peer Peer, err error) error {
 	v.ctl.reset()
 	v.creditQueued = false
 	clear(v.handles)
+	for _, rl := range v.rails {
+		if !rl.live {
+			// Down from the start: as a rail that died.
+			rl.stats.Failures++
+			v.resetRail(rl)
+			v.startReconnect(rl)
+		}
+	}
 	v.maybeCredit()
 	v.schedule()
 	for r := range v.rails {
@@ -225,6 +322,16 @@ func (v *VI) endConnect(op string, peer Peer, err error) error {
 		go v.railWaiter(r, v.stopCtx)
 	}
 	return nil
+}
+
+// anyRailConnected reports whether some rail VI is connected.
+func (v *VI) anyRailConnected() bool {
+	for _, rl := range v.rails {
+		if rl.v.State() == vi.Connected {
+			return true
+		}
+	}
+	return false
 }
 
 // abortConnect ends a connection attempt running in another goroutine
@@ -282,7 +389,8 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 	}
 }
 
-// Peer returns the connected (or last connected) peer.
+// Peer returns the connected (or last connected) peer. After a plain
+// Accept, a rail whose request did not come in time has no MAC (nil).
 func (v *VI) Peer() Peer {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -315,7 +423,7 @@ func (b *Bond) ConnectWait(ctx context.Context, discriminator uint64) (*ConnRequ
 // Remote is the requesting peer as far as its request tells: its rail-0
 // MAC (MACs holds that one address) and the discriminator. Its other
 // rails' MACs are known only once Accept has connected them (VI.Peer then
-// has them all).
+// has them).
 func (r *ConnRequest) Remote() Peer {
 	a := r.q.Remote()
 	return Peer{MACs: []net.HardwareAddr{a.MAC}, Discriminator: a.Discriminator}
@@ -324,11 +432,19 @@ func (r *ConnRequest) Remote() Peer {
 // Accept connects v, which must be Idle, to the requesting bonded VI. It
 // accepts rail 0, then waits for the requester's other rails to ask (each
 // at its derived discriminator; their requests tell their MACs) and accepts
-// them, so it blocks for about a round trip; it gives up after
-// max(PeerTimeout, 3s) without them. On failure v is Idle again and the
-// requester fails too; when it fails before answering rail 0 (v is not
-// Idle, say), the request is still open: Reject it or accept it on another
-// VI. Disconnect or Close of v aborts it.
+// them, so it blocks for about a round trip. A rail whose request has not
+// come within the rail wait (PeerTimeout clamped to [100 ms, 1 s]) of rail
+// 0's accept (its link is down, say) is left down, counted as a rail failure,
+// and the connection runs on the others; the requester gives up on that
+// rail too. Accept cannot reconnect such a rail, though: it never learnt
+// the requester's MAC on it (VI.Peer has none), so the rail stays down for
+// the life of the connection. AcceptPeer, told the MACs, reconnects it in
+// the background as a rail that died.
+//
+// On failure v is Idle again and the requester fails too; when it fails
+// before answering rail 0 (v is not Idle, say), the request is still open:
+// Reject it or accept it on another VI. Disconnect or Close of v aborts
+// it.
 //
 // A ConnectRequest or ConnectPeer of v under way in another goroutine is
 // aborted first, as Disconnect would, and fails: when two ends ask each
@@ -342,11 +458,18 @@ func (r *ConnRequest) Accept(v *VI) error {
 
 // AcceptPeer is Accept for a caller that knows the requester's MACs on
 // every rail (peer.MACs, in rail order): a rail's request from another MAC
-// is rejected and fails the accept. peer.MACs[0] must be the request's
-// Remote address; when it is not, the request is left unanswered.
+// is rejected and fails the accept (and the request). A rail whose request
+// does not come in time is left down and reconnects to peer.MACs[r] in the
+// background. peer.MACs[0] must be the request's Remote address; when it
+// is not, the request is left unanswered.
 func (r *ConnRequest) AcceptPeer(v *VI, peer Peer) error {
 	if len(peer.MACs) != len(r.b.rails) {
 		return fmt.Errorf("bonding: accept: %d peer addresses for %d rails", len(peer.MACs), len(r.b.rails))
+	}
+	for i, m := range peer.MACs {
+		if _, ok := nic.MAC(m); !ok {
+			return fmt.Errorf("bonding: accept: rail %d: bad MAC %v", i, m)
+		}
 	}
 	if got := r.q.Remote().MAC; !bytes.Equal(got, peer.MACs[0]) {
 		return fmt.Errorf("bonding: accept: %w: request from %v, peer's rail 0 is %v", ErrState, got, peer.MACs[0])
@@ -368,13 +491,18 @@ func (r *ConnRequest) accept(v *VI, want []net.HardwareAddr) error {
 	}
 	a := r.q.Remote()
 	peer := Peer{MACs: make([]net.HardwareAddr, len(v.rails)), Discriminator: a.Discriminator}
+	// A rail left down reconnects to the MAC we were told of; without
+	// one, the rail's request is the only way to learn it.
+	copy(peer.MACs, want)
 	peer.MACs[0] = a.MAC
 	err = r.acceptRails(ctx, v, peer, want)
 	return v.endConnect(opAccept, peer, err)
 }
 
 // acceptRails accepts rail 0, then waits for and accepts the other rails'
-// requests, filling in peer.MACs.
+// requests, filling in peer.MACs. A rail whose request does not come in
+// time is left down; a request from the wrong MAC, or one that cannot be
+// accepted, is rejected and fails the accept.
 func (r *ConnRequest) acceptRails(ctx context.Context, v *VI, peer Peer, want []net.HardwareAddr) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -385,25 +513,28 @@ func (r *ConnRequest) acceptRails(ctx context.Context, v *VI, peer Peer, want []
 	if len(v.rails) == 1 {
 		return nil
 	}
+	// The requester asks for requestWait from the Accept's arrival on,
+	// longer than we wait: a rail we accept in time is one it still asks
+	// for (unless its ctx ended; see requestWait for that case).
 	wctx, cancel := context.WithTimeout(ctx, railWait(v.b.opts))
 	defer cancel()
 	mac0 := mac48(peer.MACs[0])
 	return v.eachRail(wctx, 1, func(ctx context.Context, rr int) error {
 		q, err := v.b.rails[rr].ConnectWait(ctx, railDisc(peer.Discriminator, mac0, rr))
 		if err != nil {
-			return err
+			return err // none in time: the rail stays down
 		}
 		got := q.Remote().MAC
 		if want != nil && !bytes.Equal(got, want[rr]) {
 			// Not the peer we were told of: a misconfigured MAC table.
 			q.Reject()
-			return fmt.Errorf("%w: request from %v, want %v", ErrState, got, want[rr])
+			return fatal{fmt.Errorf("%w: request from %v, want %v", ErrState, got, want[rr])}
 		}
 		if err := q.Accept(v.rails[rr].v); err != nil {
 			// Answer it, so that the requester fails now, not after
 			// its own bound.
 			q.Reject()
-			return err
+			return fatal{err}
 		}
 		peer.MACs[rr] = got
 		return nil
@@ -492,6 +623,16 @@ func (v *VI) railDown(rl *rail) {
 	}
 	if v.liveRails() == 0 {
 		v.failLocked(fmt.Errorf("%w (last: rail %d: %w)", ErrAllRails, r, cause), 0, descriptors.StatusTransport, false)
+		return
+	}
+	v.startReconnect(rl)
+}
+
+// startReconnect starts the background reconnection of a rail that is
+// down, unless the peer's MAC on the rail is unknown (a rail that an
+// Accept left down before its request came): then the rail stays down.
+func (v *VI) startReconnect(rl *rail) {
+	if _, ok := nic.MAC(rl.addr.MAC); !ok {
 		return
 	}
 	rl.connecting = true

@@ -33,6 +33,32 @@
 // the rail-0 MAC; Accept learns the others from the rails' requests, and
 // AcceptPeer checks them against the MACs the caller knows.
 //
+// Rail 0 must connect: when it does not, the connection fails (naming rail
+// 0 and the peer). The other rails need not, as a rail lost costs
+// bandwidth, not messages: a rail whose link is down when the connection is
+// made starts down, exactly as if it had died after connecting (RailStats
+// shows it not Live, its Failures counted), the connection runs on the
+// others, and the rail reconnects in the background, peer to peer, once
+// its link is back. The wait for those rails is bounded by the rail wait,
+// PeerTimeout clamped to [100 ms, 1 s]. The acceptor waits one rail wait
+// from its rail-0 Accept on; the requester, whose wait starts only once
+// that Accept reached it, asks for one and a half (or until its context
+// ends: once rail 0 is accepted, the call no longer fails for that), so
+// that the acceptor, not the requester, normally gives up first;
+// ConnectPeer waits one rail wait from rail 0 connecting on. A rail's
+// request from a MAC AcceptPeer was not told of is rejected, and fails the
+// connection on both ends. Should the ends still disagree
+// (an Accept lost until the requester gave up, a requester's context that
+// ended early, two peer requests crossing a give-up), the end that took the
+// rail for live finds it broken, as any rail that dies: the requester's
+// rail VI answers the late Accept with a Disconnect, and failing that the
+// live end hears nothing on the rail for PeerTimeout. What it striped onto
+// the rail meanwhile goes over the others, and the rail reconnects on both
+// ends. Reconnecting needs the peer's MAC on the rail: a plain Accept learns
+// it only from the rail's request, so a rail whose request never came stays
+// down for that connection (VI.Peer has no MAC for it); AcceptPeer, told
+// the MACs, reconnects it like the others.
+//
 // Discriminators must leave RailBit (bit 62) and ReconnectBit (bit 63)
 // clear: rail reconnections use discriminator^ReconnectBit, so first
 // connections' rails (bit 62 set), reconnections (bit 63 set) and rail-0 or

@@ -100,8 +100,10 @@ type RailStats struct {
 	Sent, SentBytes uint64
 	// Received and ReceivedBytes count bond messages received on the rail.
 	Received, ReceivedBytes uint64
-	// Failures counts the times the rail died; Reconnects the times it
-	// came back.
+	// Failures counts the times the rail died, including a connection
+	// that started with the rail down because it did not connect in time
+	// with rail 0 (see VI.ConnectRequest); Reconnects the times it came
+	// back.
 	Failures, Reconnects uint64
 	// Rate is the measured throughput of the rail in bytes per second
 	// (an EWMA over completed blocks and pieces).
