@@ -78,11 +78,10 @@ type endpoint struct {
 	cfg    config
 	rank   int
 	size   int
-	dev    nic.Device
+	dev    nic.Device   // rail 0's: multicast joins there
+	devs   []nic.Device // one per rail
 	ownDev bool
-	prov   *vi.Provider
-	ptag   vi.PTag
-	cq     *vi.CQ
+	fab    fabric // nil in a world of one (fabric.go)
 	macs   [][6]byte
 	chunk  int // bytes per RDMA write descriptor
 	qdepth int
@@ -160,6 +159,12 @@ type Stats struct {
 	// now (data copied aside plus a small cost per message);
 	// UnexpectedPeak is its highest value so far.
 	UnexpectedBytes, UnexpectedPeak int64
+	// Rails is the number of rails (NICs) the rank's connections use;
+	// above one they are bonded. RailFailures and RailReconnects sum, over
+	// the bonded connections, the times one of their rails died (or was
+	// down when the connection opened) and came back.
+	Rails                        int
+	RailFailures, RailReconnects uint64
 }
 
 type peerState uint8
@@ -176,8 +181,8 @@ const (
 // peer is this rank's state for one other rank.
 type peer struct {
 	rank       int
-	mac        net.HardwareAddr
-	v          *vi.VI
+	macs       []net.HardwareAddr // one per rail
+	v          link
 	state      peerState
 	attempt    int
 	awaitUntil int64
@@ -217,15 +222,48 @@ func NewComm(dev nic.Device, rank int, macs []net.HardwareAddr, opts ...Option) 
 	if err != nil {
 		return nil, err
 	}
-	return newComm(dev, false, rank, macs, cfg)
+	if dev == nil {
+		return newComm(nil, false, rank, oneRail(macs), cfg)
+	}
+	return newComm([]nic.Device{dev}, false, rank, oneRail(macs), cfg)
 }
 
-func newComm(dev nic.Device, ownDev bool, rank int, macs []net.HardwareAddr, cfg config) (*Comm, error) {
+// NewBondedComm is NewComm over several rails, one device per rail, each
+// rail a network of its own: the connections are bonded (package bonding),
+// striping large messages over every rail and surviving the loss of all
+// but one. macs[rank][r] is rank's address on rail r; devs[r] must be this
+// rank's. With one device it is NewComm.
+func NewBondedComm(devs []nic.Device, rank int, macs [][]net.HardwareAddr, opts ...Option) (*Comm, error) {
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(devs) == 0 {
+		return nil, errors.New("mplite: a bonded world needs at least one device")
+	}
+	return newComm(devs, false, rank, macs, cfg)
+}
+
+func oneRail(macs []net.HardwareAddr) [][]net.HardwareAddr {
+	out := make([][]net.HardwareAddr, len(macs))
+	for i, m := range macs {
+		out[i] = []net.HardwareAddr{m}
+	}
+	return out
+}
+
+// newComm builds a world over devs (nil: a world of one); macs[rank][r] is
+// rank's address on rail r.
+func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr, cfg config) (*Comm, error) {
 	size := len(macs)
 	if size < 1 || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("mplite: rank %d of %d: %w", rank, size, ErrRank)
 	}
-	c := &Comm{endpoint: &endpoint{cfg: cfg, rank: rank, size: size, dev: dev, ownDev: ownDev, epoch: time.Now(),
+	var dev nic.Device
+	if len(devs) > 0 {
+		dev = devs[0]
+	}
+	c := &Comm{endpoint: &endpoint{cfg: cfg, rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),
 		sendIDs: make(map[uint32]*Request), recvIDs: make(map[uint32]*Request),
 		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4, nextCtx: ctxFirstFree},
@@ -237,20 +275,30 @@ func newComm(dev nic.Device, ownDev bool, rank int, macs []net.HardwareAddr, cfg
 	cancel()
 	c.expired = ex
 	c.macs = make([][6]byte, size)
-	for i, m := range macs {
-		mac, ok := nic.MAC(m)
-		if !ok {
+	rails := max(1, len(devs))
+	for i, ms := range macs {
+		if len(ms) != rails {
 			c.cancel()
-			return nil, fmt.Errorf("mplite: rank %d's address %v is not a MAC-48", i, m)
+			return nil, fmt.Errorf("mplite: rank %d has %d addresses for %d rails", i, len(ms), rails)
 		}
+		p := &peer{rank: i}
+		for r, m := range ms {
+			mac, ok := nic.MAC(m)
+			if !ok {
+				c.cancel()
+				return nil, fmt.Errorf("mplite: rank %d's address %v on rail %d is not a MAC-48", i, m, r)
+			}
+			p.macs = append(p.macs, append(net.HardwareAddr(nil), mac[:]...))
+		}
+		mac, _ := nic.MAC(ms[0])
 		for j := 0; j < i; j++ {
 			if c.macs[j] == mac {
 				c.cancel()
-				return nil, fmt.Errorf("mplite: ranks %d and %d share the address %v", j, i, m)
+				return nil, fmt.Errorf("mplite: ranks %d and %d share the address %v", j, i, ms[0])
 			}
 		}
 		c.macs[i] = mac
-		c.peers[i] = &peer{rank: i, mac: append(net.HardwareAddr(nil), mac[:]...)}
+		c.peers[i] = p
 	}
 	c.peers[rank].state = stConnected
 	c.unconnected = size - 1
@@ -261,9 +309,11 @@ func newComm(dev nic.Device, ownDev bool, rank int, macs []net.HardwareAddr, cfg
 		}
 		return c, nil
 	}
-	if hw, ok := nic.MAC(dev.HardwareAddr()); !ok || hw != c.macs[rank] {
-		c.cancel()
-		return nil, fmt.Errorf("mplite: rank %d's device has address %v, the world says %v", rank, dev.HardwareAddr(), macs[rank])
+	for r, d := range devs {
+		if hw, ok := nic.MAC(d.HardwareAddr()); !ok || hw != [6]byte(c.peers[rank].macs[r]) {
+			c.cancel()
+			return nil, fmt.Errorf("mplite: rank %d's device on rail %d has address %v, the world says %v", rank, r, d.HardwareAddr(), macs[rank][r])
+		}
 	}
 	if err := c.openProvider(); err != nil {
 		c.cancel()
@@ -284,7 +334,7 @@ func (c *Comm) openProvider() error {
 	}
 	maxT = max(maxT, c.slot)
 	qd := max(vi.DefaultQueueDepth, c.qdepth)
-	p, err := vi.Open(c.dev, vi.Options{
+	f, err := openFabric(c.devs, vi.Options{
 		Config:      nic.Config{EtherType: c.cfg.etherType, JobKey: c.cfg.jobKey},
 		MaxTransfer: maxT,
 		QueueDepth:  qd,
@@ -293,26 +343,19 @@ func (c *Comm) openProvider() error {
 		// (only the progress goroutine's) block at once.
 		SpinTime:    -1,
 		PeerTimeout: c.cfg.peerTimeout,
-	})
+	}, 2*c.qdepth*max(1, c.size-1))
 	if err != nil {
-		return fmt.Errorf("mplite rank %d: open provider: %w", c.rank, err)
-	}
-	c.prov = p
-	c.chunk = p.Attributes().MaxTransfer
-	c.ptag = p.NewPTag()
-	cq, err := p.NewCQ(2 * c.qdepth * max(1, c.size-1))
-	if err != nil {
-		p.Close()
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}
-	c.cq = cq
+	c.fab = f
+	c.chunk = f.maxTransfer()
 	// MP_Lite's dynamic registration: user buffers of the handshake are
 	// looked up before they are registered.
-	if c.sendCache, err = p.NewMemoryCache(c.ptag, 0, c.cfg.cacheEntries, c.cfg.cacheBytes); err == nil {
-		c.recvCache, err = p.NewMemoryCache(c.ptag, vi.AccessRDMAWrite, c.cfg.cacheEntries, c.cfg.cacheBytes)
+	if c.sendCache, err = f.newCache(0, c.cfg.cacheEntries, c.cfg.cacheBytes); err == nil {
+		c.recvCache, err = f.newCache(vi.AccessRDMAWrite, c.cfg.cacheEntries, c.cfg.cacheBytes)
 	}
 	if err != nil {
-		p.Close()
+		f.close()
 		return fmt.Errorf("mplite rank %d: registration cache: %w", c.rank, err)
 	}
 	return nil
@@ -334,6 +377,14 @@ func (c *Comm) Stats() Stats {
 		ss, rs := c.sendCache.Stats(), c.recvCache.Stats()
 		s.CacheHits = ss.Hits + rs.Hits
 		s.CacheMisses = ss.Misses + rs.Misses
+	}
+	s.Rails = max(1, len(c.devs))
+	for _, p := range c.peers {
+		if p.v != nil {
+			f, r := p.v.railEvents()
+			s.RailFailures += f
+			s.RailReconnects += r
+		}
 	}
 	return s
 }
@@ -363,14 +414,13 @@ func (c *Comm) setupPeer(p *peer) error {
 	}
 	r := c.cfg.recvDepth
 	area := make([]byte, 2*r*c.slot)
-	h, err := c.prov.RegisterMemory(area, c.ptag, 0)
+	h, err := c.fab.register(area)
 	if err != nil {
 		return fmt.Errorf("register buffers: %w", err)
 	}
-	v, err := c.prov.NewVI(vi.Attributes{Reliability: vi.ReliableDelivery, PTag: c.ptag, EnableRDMAWrite: true,
-		SendCQ: c.cq, RecvCQ: c.cq, QueueDepth: c.qdepth})
+	v, err := c.fab.newLink(c.qdepth)
 	if err != nil {
-		_ = c.prov.DeregisterMemory(h)
+		_ = c.fab.deregister(h)
 		return fmt.Errorf("new VI: %w", err)
 	}
 	p.area, p.h, p.v = area, h, v
@@ -392,10 +442,10 @@ func (c *Comm) setupPeer(p *peer) error {
 		p.wd[i].Segments = segs[2*r+i : 2*r+i+1 : 2*r+i+1]
 		p.wfre = append(p.wfre, i)
 	}
-	for id := int(v.ID()); len(c.byVI) <= id; {
+	for id := v.id(); len(c.byVI) <= id; {
 		c.byVI = append(c.byVI, nil)
 	}
-	c.byVI[v.ID()] = p
+	c.byVI[v.id()] = p
 	for i := range r {
 		if err := v.PostRecv(&p.rd[i]); err != nil {
 			return fmt.Errorf("post receive: %w", err)
@@ -416,7 +466,7 @@ func (p *peer) sendSlot(c *Comm, i int) []byte {
 
 // ensureConn starts connecting to p if nothing has yet.
 func (c *Comm) ensureConn(p *peer) {
-	if p.state != stNone || c.prov == nil {
+	if p.state != stNone || c.fab == nil {
 		return
 	}
 	if err := c.setupPeer(p); err != nil {
@@ -426,12 +476,11 @@ func (c *Comm) ensureConn(p *peer) {
 	c.setState(p, stConnecting)
 	p.attempt++
 	attempt, v := p.attempt, p.v
-	addr := vi.Address{MAC: p.mac, Discriminator: discriminator}
 	c.conns.Add(1)
 	go func() {
 		defer c.conns.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.connectTimeout)
-		err := v.ConnectRequest(ctx, addr)
+		err := v.connect(ctx, p.macs)
 		cancel()
 		c.mu.Lock()
 		c.connectResult(p, attempt, err)
@@ -478,8 +527,8 @@ func (c *Comm) connectAll() {
 // provider. The rule for two simultaneous requests: the lower rank's wins.
 func (c *Comm) pollConnRequests() {
 	for {
-		req, err := c.prov.ConnectWait(c.expired, discriminator)
-		if err != nil {
+		req, ok := c.fab.pollRequest(c.expired)
+		if !ok {
 			return
 		}
 		c.onConnRequest(req)
@@ -499,10 +548,10 @@ func (c *Comm) rankOf(mac net.HardwareAddr) int {
 	return -1
 }
 
-func (c *Comm) onConnRequest(req *vi.ConnRequest) {
-	q := c.rankOf(req.Remote().MAC)
+func (c *Comm) onConnRequest(req connRequest) {
+	q := c.rankOf(req.remote())
 	if q < 0 || q == c.rank || c.finalized {
-		_ = req.Reject()
+		_ = req.reject()
 		return
 	}
 	p := c.peers[q]
@@ -510,27 +559,47 @@ func (c *Comm) onConnRequest(req *vi.ConnRequest) {
 	case stNone, stAwaiting:
 	case stConnecting:
 		if c.rank < q {
-			_ = req.Reject() // ours wins; q will accept it
+			_ = req.reject() // ours wins; q will accept it
 			return
 		}
 		// q is lower: its request wins. Abandon ours (its goroutine
 		// finds itself superseded) and accept on the same VI.
 		_ = p.v.Disconnect()
 	default:
-		_ = req.Reject()
+		_ = req.reject()
 		return
 	}
 	if err := c.setupPeer(p); err != nil {
-		_ = req.Reject()
+		_ = req.reject()
 		c.peerFailed(p, err, true)
 		return
 	}
 	p.attempt++
-	if err := req.Accept(p.v); err != nil {
-		c.peerFailed(p, fmt.Errorf("accept: %w", err), true)
+	if !c.fab.acceptBlocks() {
+		if err := req.accept(p.v, p.macs); err != nil {
+			c.peerFailed(p, fmt.Errorf("accept: %w", err), true)
+			return
+		}
+		c.connected(p)
 		return
 	}
-	c.connected(p)
+	// A bond's accept waits for the other rails' requests: not under
+	// c.mu. The peer counts as connecting meanwhile, so neither our own
+	// request nor a second accept starts.
+	c.setState(p, stConnecting)
+	attempt, v := p.attempt, p.v
+	c.conns.Add(1)
+	go func() {
+		defer c.conns.Done()
+		err := req.accept(v, p.macs)
+		c.mu.Lock()
+		if err != nil {
+			err = fmt.Errorf("accept: %w", err)
+		}
+		c.connectResult(p, attempt, err)
+		c.mu.Unlock()
+		c.cond.Broadcast()
+	}()
 }
 
 // checkAwaiting fails peers whose promised connection never came.

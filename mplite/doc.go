@@ -76,6 +76,14 @@
 //
 // # Rails
 //
-// Only the first interface of MPLITE_IFACES is used; bonding several rails
-// is the job of package bonding.
+// With several interfaces in MPLITE_IFACES (mprun -nics K), or with
+// NewBondedComm or WithLocalRails, every connection is a bonded VI of
+// package bonding, one rail per interface, each rail a network of its own:
+// messages above the bond's stripe threshold and every RDMA write of the
+// handshake are split over the live rails, and a rail that dies costs
+// bandwidth, not messages. Connections still open on first use: the rank
+// asks on rail 0 and the other rails follow, so rail 0 must be up when two
+// ranks first talk; a later rail that is down then joins when it comes
+// back. Bootstrap discovery runs on every rail at once. Multicast
+// collectives use rail 0 only.
 package mplite

@@ -3,6 +3,7 @@ package mplite
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestEagerLimitEnvironment(t *testing.T) {
@@ -34,5 +35,41 @@ func TestEagerLimitEnvironment(t *testing.T) {
 	}
 	if err := c.eagerEnv(env("65536")); err != nil || c.eagerLimit != 100 {
 		t.Fatalf("an option beats the environment: limit %d, err %v", c.eagerLimit, err)
+	}
+}
+
+func TestPollEnvironment(t *testing.T) {
+	env := func(kv map[string]string) func(string) string {
+		return func(k string) string { return kv[k] }
+	}
+	c := defaultConfig()
+	if err := c.pollEnv(env(map[string]string{"MPLITE_SPIN": "5us", "MPLITE_YIELD": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	if c.spin != 5*time.Microsecond || !c.yield || !c.osYield {
+		t.Fatalf("MPLITE_SPIN=5us MPLITE_YIELD=1: spin %v yield %v osYield %v", c.spin, c.yield, c.osYield)
+	}
+	c = defaultConfig()
+	if err := c.pollEnv(env(nil)); err != nil || c.spin != DefaultSpinTime || c.yield || c.osYield {
+		t.Fatalf("unset: spin %v yield %v osYield %v err %v", c.spin, c.yield, c.osYield, err)
+	}
+	for _, bad := range []map[string]string{{"MPLITE_SPIN": "5"}, {"MPLITE_YIELD": "yes"}} {
+		c = defaultConfig()
+		if err := c.pollEnv(env(bad)); !errors.Is(err, ErrEnvironment) {
+			t.Errorf("%v: err %v, want ErrEnvironment", bad, err)
+		}
+	}
+	// Options beat the environment.
+	c = defaultConfig()
+	for _, o := range []Option{WithSpinTime(time.Millisecond), WithYield(false)} {
+		if err := o(&c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.pollEnv(env(map[string]string{"MPLITE_SPIN": "-1ns", "MPLITE_YIELD": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	if c.spin != time.Millisecond || c.yield || c.osYield {
+		t.Fatalf("options then environment: spin %v yield %v osYield %v", c.spin, c.yield, c.osYield)
 	}
 }

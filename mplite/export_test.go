@@ -3,7 +3,9 @@ package mplite
 import (
 	"fmt"
 
+	"github.com/ethervia/ethervia/bonding"
 	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/vi"
 )
 
 // Hooks for the external tests.
@@ -12,8 +14,14 @@ import (
 // hear nothing more and must notice by the peer timeout. Release it with
 // Abandon.
 func KillSilently(c *Comm) {
-	c.dev.(*memnic.Port).SetUp(false)
+	for _, d := range c.devs {
+		d.(*memnic.Port).SetUp(false)
+	}
 }
+
+// SetRailUp takes rail r of c's memnic ports down or up: a bonded world
+// loses or regains one rail.
+func SetRailUp(c *Comm, r int, up bool) { c.devs[r].(*memnic.Port).SetUp(up) }
 
 // Abandon releases c without a Finalize: its connections close at once,
 // as when a process exits and its provider says goodbye.
@@ -29,9 +37,28 @@ func DebugState(c *Comm) string {
 		if p.v == nil {
 			continue
 		}
+		var vstate, vstats any
+		switch v := p.v.raw().(type) {
+		case *vi.VI:
+			vstate, vstats = v.State(), v.Stats()
+		case *bonding.VI:
+			vstate, vstats = v.State(), v.Stats()
+		}
 		s += fmt.Sprintf("  peer %d: state %d, VI %v (%v), posted recv %d, sends %d, free slots %d, ctrl %d/%d, fin %v/%v/%v, VI stats %+v\n",
-			p.rank, p.state, p.v.State(), p.v.Err(), p.rpos.n, p.sops.n, len(p.sfre), p.ctrlH, len(p.ctrlq),
-			p.finSent, p.finRecv, p.finAcked, p.v.Stats())
+			p.rank, p.state, vstate, p.v.Err(), p.rpos.n, p.sops.n, len(p.sfre), p.ctrlH, len(p.ctrlq),
+			p.finSent, p.finRecv, p.finAcked, vstats)
 	}
 	return s
 }
+
+// RailTxBytes returns the bytes c's memnic port on each rail sent.
+func RailTxBytes(c *Comm) []uint64 {
+	out := make([]uint64, len(c.devs))
+	for r, d := range c.devs {
+		out[r] = d.(*memnic.Port).Stats().TxBytes
+	}
+	return out
+}
+
+// RailFailures sums, over c's bonded connections, the times a rail died.
+func RailFailures(c *Comm) uint64 { return c.Stats().RailFailures }

@@ -49,7 +49,7 @@ func (c *Comm) Finalize() error {
 	if err := c.barrier(); err != nil {
 		errs = append(errs, fmt.Errorf("mplite rank %d: finalize: barrier: %w", c.rank, err))
 	}
-	if c.prov != nil {
+	if c.fab != nil {
 		if err := c.drain(); err != nil {
 			errs = append(errs, fmt.Errorf("mplite rank %d: finalize: %w", c.rank, err))
 		}
@@ -190,15 +190,17 @@ func (c *Comm) teardown() {
 	}
 	c.mu.Unlock()
 	c.cancel()
-	if c.prov != nil {
+	if c.fab != nil {
 		c.stopped.Store(true)
 		close(c.bgStop)
 		c.mcastTeardown() // leaves the multicast groups (mcast.go)
-		c.prov.Close()    // disconnects every VI and wakes the progress goroutine
+		c.fab.close()     // disconnects every VI and wakes the progress goroutine
 		<-c.bgDone
 		c.conns.Wait()
 		if c.ownDev {
-			c.dev.Close()
+			for _, d := range c.devs {
+				d.Close()
+			}
 		}
 	}
 	c.cond.Broadcast()

@@ -2,11 +2,13 @@ package mplite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/ethervia/ethervia/mplite/bootstrap"
 	"github.com/ethervia/ethervia/nic"
@@ -102,9 +104,10 @@ func readEnv(getenv func(string) string, cfg *config) (envConfig, bool, error) {
 // PMI_SIZE (MPICH's Hydra), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE
 // (Open MPI), or SLURM_PROCID and SLURM_NTASKS (Slurm); with none of them
 // the process is a world of one. MPLITE_IFACES lists the interfaces, one
-// per rail (only the first rail is used), MPLITE_JOB is the job key,
-// MPLITE_DRIVER picks afpacket (the default) or afxdp. The device is opened
-// in the process's network namespace. Every rank's address is then read
+// per rail; with more than one the connections are bonded over them (see
+// Rails in the package documentation). MPLITE_JOB is the job key,
+// MPLITE_DRIVER picks afpacket (the default) or afxdp. The devices are
+// opened in the process's network namespace. Every rank's address is then read
 // from MPLITE_HOSTFILE if set, or discovered by raw-Ethernet announcements
 // under the job key (bounded by WithDiscoveryTimeout).
 func Init(opts ...Option) (*Comm, error) {
@@ -118,35 +121,46 @@ func Init(opts ...Option) (*Comm, error) {
 	}
 	if !found || e.size == 1 {
 		// A world of one needs no network.
-		return newComm(nil, false, 0, []net.HardwareAddr{{0x02, 0, 0, 0, 0, 1}}, cfg)
+		return newComm(nil, false, 0, [][]net.HardwareAddr{{{0x02, 0, 0, 0, 0, 1}}}, cfg)
 	}
 	cfg.jobKey = e.job
 	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job}
-	var dev nic.Device
-	switch e.driver {
-	case "afxdp":
-		dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: e.ifaces[0]})
-	default:
-		dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: e.ifaces[0]})
+	devs := make([]nic.Device, 0, len(e.ifaces))
+	closeDevs := func() {
+		for _, d := range devs {
+			d.Close()
+		}
 	}
+	for _, iface := range e.ifaces {
+		var dev nic.Device
+		switch e.driver {
+		case "afxdp":
+			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface})
+		default:
+			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface})
+		}
+		if err != nil {
+			closeDevs()
+			return nil, fmt.Errorf("mplite rank %d: init: %s: %w", e.rank, iface, err)
+		}
+		devs = append(devs, dev)
+	}
+	macs, err := findPeers(devs, e, &cfg)
 	if err != nil {
+		closeDevs()
 		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
 	}
-	macs, err := findPeers(dev, e, &cfg)
+	c, err := newComm(devs, true, e.rank, macs, cfg)
 	if err != nil {
-		dev.Close()
-		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
-	}
-	c, err := newComm(dev, true, e.rank, macs, cfg)
-	if err != nil {
-		dev.Close()
+		closeDevs()
 		return nil, err
 	}
 	return c, nil
 }
 
-// findPeers reads the hostfile, or runs the bootstrap discovery on dev.
-func findPeers(dev nic.Device, e envConfig, cfg *config) ([]net.HardwareAddr, error) {
+// findPeers reads the hostfile, or runs the bootstrap discovery on every
+// rail at once. It returns every rank's address on every rail.
+func findPeers(devs []nic.Device, e envConfig, cfg *config) ([][]net.HardwareAddr, error) {
 	if e.hostfile != "" {
 		f, err := os.Open(e.hostfile)
 		if err != nil {
@@ -157,16 +171,35 @@ func findPeers(dev nic.Device, e envConfig, cfg *config) ([]net.HardwareAddr, er
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", e.hostfile, err)
 		}
-		macs := make([]net.HardwareAddr, e.size)
-		for r := range tab {
-			macs[r] = tab[r][0]
-		}
-		return macs, nil
+		return tab, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.discoveryTimeout)
 	defer cancel()
-	return bootstrap.Discover(ctx, dev, bootstrap.Config{Rank: e.rank, Size: e.size, Rail: 0,
-		EtherType: cfg.etherType, JobKey: e.job})
+	byRail := make([][]net.HardwareAddr, len(devs))
+	errs := make([]error, len(devs))
+	var wg sync.WaitGroup
+	for r, d := range devs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			byRail[r], errs[r] = bootstrap.Discover(ctx, d, bootstrap.Config{Rank: e.rank, Size: e.size, Rail: r,
+				EtherType: cfg.etherType, JobKey: e.job})
+			if errs[r] != nil {
+				errs[r] = fmt.Errorf("rail %d (%s): %w", r, e.ifaces[r], errs[r])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	macs := make([][]net.HardwareAddr, e.size)
+	for rank := range macs {
+		for r := range devs {
+			macs[rank] = append(macs[rank], byRail[r][rank])
+		}
+	}
+	return macs, nil
 }
 
 // NewLocalWorld builds n ranks in this process, joined by an in-process
@@ -185,33 +218,42 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 	if !cfg.jobKeySet {
 		cfg.jobKey = 0x6d706c6c // "mpll"
 	}
-	sw := memnic.NewSwitch(cfg.seed)
-	ports := make([]*memnic.Port, n)
-	macs := make([]net.HardwareAddr, n)
+	k := max(1, cfg.rails)
+	ports := make([][]*memnic.Port, n)
+	macs := make([][]net.HardwareAddr, n)
 	closeAll := func(comms []*Comm) {
 		for _, c := range comms {
 			if c != nil {
 				c.teardown()
 			}
 		}
-		for _, p := range ports {
-			if p != nil {
+		for _, ps := range ports {
+			for _, p := range ps {
 				p.Close()
 			}
 		}
 	}
-	for i := range ports {
-		p, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{EtherType: cfg.etherType, JobKey: cfg.jobKey},
-			MTU: cfg.mtu, Faults: cfg.faults})
-		if err != nil {
-			closeAll(nil)
-			return nil, fmt.Errorf("mplite: local world: %w", err)
+	for r := range k {
+		// Each rail a network of its own, as bonding wants.
+		sw := memnic.NewSwitch(cfg.seed + uint64(r))
+		for i := range ports {
+			p, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{EtherType: cfg.etherType, JobKey: cfg.jobKey},
+				MTU: cfg.mtu, Faults: cfg.faults})
+			if err != nil {
+				closeAll(nil)
+				return nil, fmt.Errorf("mplite: local world: rail %d: %w", r, err)
+			}
+			ports[i] = append(ports[i], p)
+			macs[i] = append(macs[i], p.HardwareAddr())
 		}
-		ports[i], macs[i] = p, p.HardwareAddr()
 	}
 	comms := make([]*Comm, n)
 	for i := range comms {
-		c, err := newComm(ports[i], true, i, macs, cfg)
+		devs := make([]nic.Device, k)
+		for r, p := range ports[i] {
+			devs[r] = p
+		}
+		c, err := newComm(devs, true, i, macs, cfg)
 		if err != nil {
 			closeAll(comms)
 			return nil, err

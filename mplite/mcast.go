@@ -199,17 +199,15 @@ func (c *Comm) mcastPort() (*vi.DatagramPort, error) {
 	if m.port != nil {
 		return m.port, nil
 	}
-	if c.prov == nil {
+	if c.fab == nil {
 		return nil, errors.New("no device")
 	}
-	p, err := c.prov.OpenDatagram(mcastKind, mcastDepth)
+	p, err := c.fab.openDatagram(mcastKind, mcastDepth)
 	if err != nil {
 		return nil, err
 	}
 	m.port = p
 	m.frame = make([]byte, p.MaxPayload())
-	// Completion messages end the protocols' waits as datagrams do.
-	p.WatchCQ(c.cq)
 	return p, nil
 }
 

@@ -48,6 +48,9 @@ type config struct {
 	unexpectedLimit  int64
 	spin             time.Duration
 	yield            bool
+	osYield          bool // yield to other processes too (sched_yield)
+	spinSet          bool // an option chose spin: MPLITE_SPIN is ignored
+	yieldSet         bool // an option chose yield: MPLITE_YIELD is ignored
 	peerTimeout      time.Duration
 	connectTimeout   time.Duration
 	discoveryTimeout time.Duration
@@ -56,6 +59,7 @@ type config struct {
 	jobKey           uint32
 	jobKeySet        bool
 	mtu              int
+	rails            int
 	faults           memnic.Faults
 	seed             uint64
 	maxTransfer      int
@@ -108,7 +112,37 @@ func buildConfig(opts []Option) (config, error) {
 	if err := cfg.eagerEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
+	if err := cfg.pollEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// pollEnv applies MPLITE_SPIN (a Go duration; negative: block at once) and
+// MPLITE_YIELD (1: polling yields to other goroutines and processes, 0:
+// it does not) unless options chose them. mprun sets MPLITE_YIELD=1 when
+// it runs more ranks than the machine has CPUs, as Open MPI yields when
+// oversubscribed: a rank that spins there takes the CPU from the rank it
+// waits for.
+func (c *config) pollEnv(getenv func(string) string) error {
+	if s := getenv("MPLITE_SPIN"); s != "" && !c.spinSet {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%w: MPLITE_SPIN=%q is not a duration (e.g. 20us)", ErrEnvironment, s)
+		}
+		c.spin = d
+	}
+	if s := getenv("MPLITE_YIELD"); s != "" && !c.yieldSet {
+		switch s {
+		case "0":
+			c.yield, c.osYield = false, false
+		case "1":
+			c.yield, c.osYield = true, true
+		default:
+			return fmt.Errorf("%w: MPLITE_YIELD=%q (0 or 1)", ErrEnvironment, s)
+		}
+	}
+	return nil
 }
 
 // eagerEnv applies MPLITE_EAGER_LIMIT (bytes) unless an option set the
@@ -170,7 +204,7 @@ func WithUnexpectedLimit(bytes int64) Option {
 // negative means never poll-wait (block at once).
 func WithSpinTime(d time.Duration) Option {
 	return func(c *config) error {
-		c.spin = d
+		c.spin, c.spinSet = d, true
 		return nil
 	}
 }
@@ -182,7 +216,21 @@ func WithSpinTime(d time.Duration) Option {
 // microseconds.
 func WithYield(yield bool) Option {
 	return func(c *config) error {
-		c.yield = yield
+		c.yield, c.yieldSet = yield, true
+		return nil
+	}
+}
+
+// WithProcessYield makes polling calls also give the processor to other
+// processes (sched_yield) between polls, as Open MPI's yield_when_idle
+// does: for more ranks than CPUs on one machine. It implies WithYield.
+// MPLITE_YIELD=1 sets both.
+func WithProcessYield(yield bool) Option {
+	return func(c *config) error {
+		c.osYield, c.yieldSet = yield, true
+		if yield {
+			c.yield = true
+		}
 		return nil
 	}
 }
@@ -251,6 +299,18 @@ func WithEtherType(t uint16) Option {
 			return fmt.Errorf("mplite: EtherType %#04x is a length, not a type", t)
 		}
 		c.etherType = t
+		return nil
+	}
+}
+
+// WithLocalRails gives NewLocalWorld k rails, each a memnic switch of its
+// own, and bonds every rank over them (default 1: no bonding).
+func WithLocalRails(k int) Option {
+	return func(c *config) error {
+		if k < 1 || k > 8 {
+			return fmt.Errorf("mplite: %d local rails, want 1 to 8", k)
+		}
+		c.rails = k
 		return nil
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/ethervia/ethervia/vi"
+	"golang.org/x/sys/unix"
 )
 
 // waitCond is what a waiting call waits for; ready is called with c.mu
@@ -24,7 +24,7 @@ func (c *Comm) wait(w waitCond) {
 		return
 	}
 	c.mu.Unlock()
-	if c.prov == nil {
+	if c.fab == nil {
 		// A world of one: only another goroutine's call can complete w.
 		c.mu.Lock()
 		c.blocked.Add(1)
@@ -57,6 +57,11 @@ func (c *Comm) wait(w waitCond) {
 				if c.nanos()-start > int64(c.cfg.spin) {
 					break
 				}
+				if c.cfg.osYield {
+					// Another process's rank may be the one we
+					// wait for.
+					_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+				}
 				if c.cfg.yield {
 					runtime.Gosched()
 				}
@@ -83,7 +88,7 @@ func (c *Comm) wait(w waitCond) {
 		c.leader = true
 		c.mu.Unlock()
 		c.leaderCtx.deadline = time.Now().Add(bgBlock)
-		comp, err := c.cq.Wait(&c.leaderCtx)
+		comp, err := c.fab.wait(&c.leaderCtx)
 		c.mu.Lock()
 		c.leader = false
 		if err == nil {
@@ -119,11 +124,11 @@ func (c *Comm) progressLocked() { c.progressFor(nil) }
 // ready, since asking the completion queue for more when it is empty polls
 // the device, a system call the waiter does not need to wait for.
 func (c *Comm) progressFor(w waitCond) {
-	if c.prov == nil || c.stopped.Load() {
+	if c.fab == nil || c.stopped.Load() {
 		return
 	}
 	for k := 0; k < 256; k++ {
-		comp, ok := c.cq.Done()
+		comp, ok := c.fab.done()
 		if !ok {
 			break
 		}
@@ -148,13 +153,13 @@ func (c *Comm) progressFor(w waitCond) {
 }
 
 // handle takes the descriptor a completion names and acts on it.
-func (c *Comm) handle(comp vi.Completion) {
-	id := int(comp.VI.ID())
-	if id >= len(c.byVI) || c.byVI[id] == nil || c.byVI[id].v != comp.VI {
+func (c *Comm) handle(comp completion) {
+	id := c.fab.linkID(comp)
+	if id < 0 || id >= len(c.byVI) || c.byVI[id] == nil || c.byVI[id].v.raw() != comp.raw {
 		return
 	}
 	p := c.byVI[id]
-	if comp.Recv {
+	if comp.recv {
 		if d, ok := p.v.RecvDone(); ok {
 			c.onRecv(p, d)
 		}
@@ -187,7 +192,7 @@ func (c *Comm) background() {
 			continue
 		}
 		c.bgCtx.deadline = time.Now().Add(bgBlock)
-		comp, err := c.cq.Wait(&c.bgCtx)
+		comp, err := c.fab.wait(&c.bgCtx)
 		if c.stopped.Load() {
 			return
 		}

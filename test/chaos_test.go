@@ -11,7 +11,8 @@ import (
 // TestChaos runs the seeded chaos mix (point-to-point and collective
 // operations, every payload checked byte for byte and by CRC32C) on 8 ranks
 // under mprun, once per fault: loss at 1, 5 and 20 %, corruption and
-// duplication at 1 %, and a switch port that goes down for a second. Every
+// duplication at 1 %, a switch port that goes down for a second, and (with
+// two bonded rails) rail 1 lost for good on every host. Every
 // run must finish with every rank's checks passing; the faults must really
 // have happened.
 func TestChaos(t *testing.T) {
@@ -26,7 +27,7 @@ func TestChaos(t *testing.T) {
 		name  string
 		flags []string
 		// field of the fault report that must be non-zero (1-based), or 0
-		// for the flap
+		// for the flap, -1 for the lost rail
 		field int
 	}{
 		{"drop1", []string{"-drop", "0.01"}, 1},
@@ -35,12 +36,13 @@ func TestChaos(t *testing.T) {
 		{"corrupt1", []string{"-corrupt", "0.01"}, 2},
 		{"dup1", []string{"-dup", "0.01"}, 3},
 		{"flap", []string{"-flap", "500ms+1s"}, 0},
+		{"raildown", []string{"-nics", "2", "-rail-down", "1@500ms"}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-np", "8", "-timeout", "4m"}, tc.flags...)
 			n := ops
-			if tc.field == 0 {
-				n = "1500" // long enough to span the flap
+			if tc.field <= 0 {
+				n = "1500" // long enough to span the flap or the lost rail
 			}
 			args = append(args, "--", built.path(t, "mpitest"), "-chaos", n, "-seed", "7", "-max", "262144", "-peer-timeout", "10s")
 			start := time.Now()
@@ -70,6 +72,18 @@ func TestChaos(t *testing.T) {
 					t.Errorf("%v injected nothing: %s", tc.flags, m[0])
 				}
 				injected = m[0]
+			} else if tc.field < 0 {
+				for h := range 8 {
+					if !strings.Contains(out, "-rail-down: switch port of host "+strconv.Itoa(h)+" rail 1 down") {
+						t.Errorf("rail 1 of host %d never went down:\n%s", h, out)
+					}
+				}
+				if shortest < 500*time.Millisecond {
+					t.Errorf("a rank finished after %v, before the rail was lost", shortest)
+				}
+				// Every rank's bonded connections must have seen it.
+				wantOK(t, out, 8, 8, `\[%d\] mpitest: rank %[1]d of %d: rails 2, rail failures [1-9]`)
+				injected = "rail 1 of 2 lost for good on every host"
 			} else {
 				if !strings.Contains(out, "-flap: switch port of host 7 rail 0 down") || !strings.Contains(out, "-flap: switch port of host 7 rail 0 up") {
 					t.Errorf("the port never flapped:\n%s", out)

@@ -46,24 +46,30 @@ func wantOK(t *testing.T, out string, ranks, size int, pattern string) {
 // truncation, zero-length and self sends, sizes around the eager limit up
 // to 64 MiB, 1000 Isends, bidirectional large exchange, unexpected large
 // messages, AnySource fairness, Probe) as 4 processes under mprun, on a
-// clean switch and on one that drops 5 % of the frames.
+// clean switch and on one that drops 5 % of the frames, and bonded over
+// two rails (mprun -nics 2).
 func TestMPLiteSuiteMprun(t *testing.T) {
 	needRoot(t)
 	for _, tc := range []struct {
 		driver string
 		drop   string
+		nics   string
 	}{
-		{"afpacket", "0"},
-		{"afpacket", "0.05"},
-		{"afxdp", "0.05"},
+		{"afpacket", "0", "1"},
+		{"afpacket", "0.05", "1"},
+		{"afxdp", "0.05", "1"},
+		{"afpacket", "0.05", "2"},
 	} {
-		t.Run(tc.driver+"/drop="+tc.drop, func(t *testing.T) {
+		t.Run(tc.driver+"/drop="+tc.drop+"/nics="+tc.nics, func(t *testing.T) {
 			out, err := run(t, 4*time.Minute, built.path(t, "mprun"), "-np", "4", "-driver", tc.driver, "-drop", tc.drop,
-				"-timeout", "3m", "--", built.path(t, "mpitest"))
+				"-nics", tc.nics, "-timeout", "3m", "--", built.path(t, "mpitest"))
 			if err != nil {
 				t.Fatalf("mprun failed: %v\n%s", err, out)
 			}
 			wantOK(t, out, 4, 4, `\[%d\] mpitest: rank %[1]d of %d: ok`)
+			if tc.nics != "1" {
+				wantOK(t, out, 4, 4, `\[%d\] mpitest: rank %[1]d of %d: rails `+tc.nics+`, rail failures 0`)
+			}
 			if tc.drop != "0" {
 				m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(out)
 				if m == nil {

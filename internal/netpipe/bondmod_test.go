@@ -38,3 +38,24 @@ func TestVIBondedHotPath(t *testing.T) {
 		}
 	}
 }
+
+// TestMPLiteBondedLinks runs the mplite module over 2 and 3 memnic links:
+// a bonded two-rank world whose eager and handshake messages must come back
+// intact through loss and use every link.
+func TestMPLiteBondedLinks(t *testing.T) {
+	for _, k := range []int{2, 3} {
+		t.Run(fmt.Sprintf("links=%d", k), func(t *testing.T) {
+			tx, rx, ports := memPair(t, k, memnic.PortConfig{Faults: memnic.Faults{Loss: 0.01}})
+			for _, p := range ports {
+				rx.PeerMACs = append(rx.PeerMACs, p[0].HardwareAddr())
+			}
+			tc, rc := connectPair(t, MPLiteModule{}, tx, rx)
+			pingPongSizes(t, tc, rc, []int{0, 1, 2047, 5000, 65536, 65537, 1 << 20, 3 << 20, 17})
+			for l, p := range ports {
+				if s := p[0].Stats(); s.TxFrames < 100 {
+					t.Errorf("link %d carried %d frames from the transmitter: not striped", l, s.TxFrames)
+				}
+			}
+		})
+	}
+}

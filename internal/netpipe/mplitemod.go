@@ -12,9 +12,10 @@ import (
 )
 
 // MPLiteModule is the "mplite" module: the two ends are the ranks of a
-// two-rank mplite world on the first link (the transmitter is rank 0), and
-// messages go with Send and Recv, so the curve shows the eager protocol
-// below the eager limit and the handshake (RTS, CTS, RDMA write) above it.
+// two-rank mplite world (the transmitter is rank 0), bonded over every
+// link when there are several, and messages go with Send and Recv, so the
+// curve shows the eager protocol below the eager limit and the handshake
+// (RTS, CTS, RDMA write) above it.
 type MPLiteModule struct{}
 
 // Name implements Module.
@@ -26,40 +27,45 @@ func (MPLiteModule) Frames() bool { return true }
 // Connect implements Module. A receiver without the transmitter's MAC
 // finds it with mplite's bootstrap discovery under the job key.
 func (MPLiteModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
-	if len(ep.Devices) != 1 {
-		return nil, fmt.Errorf("mplite: the mplite module runs on one link, not %d", len(ep.Devices))
+	k := len(ep.Devices)
+	if k == 0 {
+		return nil, errors.New("mplite: no link")
 	}
 	timeout := ep.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	dev := ep.Devices[0]
 	rank := 0
 	if ep.Role == Receiver {
 		rank = 1
 	}
-	macs := make([]net.HardwareAddr, 2)
-	macs[rank] = dev.HardwareAddr()
+	// macs[rank][link]
+	macs := [][]net.HardwareAddr{make([]net.HardwareAddr, k), make([]net.HardwareAddr, k)}
+	for i, d := range ep.Devices {
+		macs[rank][i] = d.HardwareAddr()
+	}
 	switch {
-	case len(ep.PeerMACs) == 1:
-		macs[1-rank] = ep.PeerMACs[0]
+	case len(ep.PeerMACs) == k:
+		copy(macs[1-rank], ep.PeerMACs)
 	case len(ep.PeerMACs) == 0 && ep.Role == Receiver:
-		dctx, cancel := context.WithTimeout(ctx, 6*timeout)
-		found, err := bootstrap.Discover(dctx, dev, bootstrap.Config{Rank: rank, Size: 2,
-			EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("mplite: find the transmitter: %w", err)
+		for i, d := range ep.Devices {
+			dctx, cancel := context.WithTimeout(ctx, 6*timeout)
+			found, err := bootstrap.Discover(dctx, d, bootstrap.Config{Rank: rank, Size: 2, Rail: i,
+				EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey})
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("mplite: find the transmitter on link %d: %w", i, err)
+			}
+			macs[1-rank][i] = found[1-rank]
 		}
-		macs = found
 	default:
-		return nil, errors.New("mplite: the transmitter needs the receiver's MAC")
+		return nil, fmt.Errorf("mplite: the transmitter needs the receiver's %d MACs, has %d", k, len(ep.PeerMACs))
 	}
 	spin := ep.Spin
 	if spin == 0 {
 		spin = mplite.DefaultSpinTime
 	}
-	c, err := mplite.NewComm(dev, rank, macs,
+	c, err := mplite.NewBondedComm(ep.Devices, rank, macs,
 		mplite.WithJobKey(ep.Filter.JobKey), mplite.WithEtherType(ep.Filter.EtherType),
 		mplite.WithSpinTime(spin), mplite.WithYield(ep.Yield), mplite.WithPeerTimeout(timeout))
 	if err != nil {

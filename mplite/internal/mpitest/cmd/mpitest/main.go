@@ -55,6 +55,9 @@ func run(args []string) int {
 			cc.Log = func(format string, a ...any) { fmt.Printf("mpitest: "+who+": "+format+"\n", a...) }
 		}
 		sum, err := mpitest.Chaos(c, cc)
+		if st := c.Stats(); st.Rails > 1 {
+			fmt.Printf("mpitest: %s: rails %d, rail failures %d, reconnects %d\n", who, st.Rails, st.RailFailures, st.RailReconnects)
+		}
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "mpitest: %s: chaos: %v\n", who, err)
 			c.Close()
@@ -95,7 +98,11 @@ func run(args []string) int {
 	if *verbose {
 		cfg.Log = func(format string, a ...any) { fmt.Printf("mpitest: "+who+": "+format+"\n", a...) }
 	}
-	if err := mpitest.Run(c, cfg); err != nil {
+	err = mpitest.Run(c, cfg)
+	if st := c.Stats(); st.Rails > 1 {
+		fmt.Printf("mpitest: %s: rails %d, rail failures %d, reconnects %d\n", who, st.Rails, st.RailFailures, st.RailReconnects)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
 		c.Close()
 		return 1

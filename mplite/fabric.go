@@ -1,0 +1,307 @@
+package mplite
+
+// A rank talks through a fabric: one VI provider on one NIC, or a bond
+// striped over several (MPLITE_IFACES with more than one interface). The
+// protocols above see the same work queues either way.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/ethervia/ethervia/bonding"
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/rdma"
+	"github.com/ethervia/ethervia/vi"
+)
+
+// fabric is what a rank needs of its transport.
+type fabric interface {
+	maxTransfer() int
+	register(buf []byte) (descriptors.MemHandle, error)
+	deregister(h descriptors.MemHandle) error
+	newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error)
+	newLink(qdepth int) (link, error)
+	// pollRequest returns a connection request waiting for this rank,
+	// without blocking.
+	pollRequest(expired context.Context) (connRequest, bool)
+	// acceptBlocks says that accepting takes a round trip (a bond
+	// connects its other rails), so it is done outside the lock.
+	acceptBlocks() bool
+	done() (completion, bool)
+	wait(ctx context.Context) (completion, error)
+	// linkID names the link a completion came from (c.byVI's index),
+	// or -1; called with c.mu held.
+	linkID(comp completion) int
+	openDatagram(kind uint8, depth int) (*vi.DatagramPort, error)
+	close() error
+}
+
+// completion is one work queue's completion: raw is the *vi.VI or
+// *bonding.VI.
+type completion struct {
+	raw  any
+	recv bool
+}
+
+// link is one connection's VI.
+type link interface {
+	PostSend(*descriptors.Descriptor) error
+	PostRecv(*descriptors.Descriptor) error
+	SendDone() (*descriptors.Descriptor, bool)
+	RecvDone() (*descriptors.Descriptor, bool)
+	Err() error
+	Disconnect() error
+	id() int
+	raw() any
+	// connect asks the rank at macs (one per rail) to accept.
+	connect(ctx context.Context, macs []net.HardwareAddr) error
+	// railEvents counts the times a rail of the link died and came back.
+	railEvents() (failures, reconnects uint64)
+}
+
+// connRequest is a peer's request to connect.
+type connRequest interface {
+	remote() net.HardwareAddr // on rail 0
+	accept(l link, macs []net.HardwareAddr) error
+	reject() error
+}
+
+// ---- one NIC ----
+
+type viFabric struct {
+	p    *vi.Provider
+	ptag vi.PTag
+	cq   *vi.CQ
+}
+
+func (f *viFabric) maxTransfer() int { return f.p.Attributes().MaxTransfer }
+
+func (f *viFabric) register(buf []byte) (descriptors.MemHandle, error) {
+	return f.p.RegisterMemory(buf, f.ptag, 0)
+}
+
+func (f *viFabric) deregister(h descriptors.MemHandle) error { return f.p.DeregisterMemory(h) }
+
+func (f *viFabric) newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error) {
+	return f.p.NewMemoryCache(f.ptag, access, entries, bytes)
+}
+
+func (f *viFabric) newLink(qdepth int) (link, error) {
+	v, err := f.p.NewVI(vi.Attributes{Reliability: vi.ReliableDelivery, PTag: f.ptag, EnableRDMAWrite: true,
+		SendCQ: f.cq, RecvCQ: f.cq, QueueDepth: qdepth})
+	if err != nil {
+		return nil, err
+	}
+	return viLink{v}, nil
+}
+
+func (f *viFabric) pollRequest(expired context.Context) (connRequest, bool) {
+	req, err := f.p.ConnectWait(expired, discriminator)
+	if err != nil {
+		return nil, false
+	}
+	return viRequest{req}, true
+}
+
+func (f *viFabric) acceptBlocks() bool { return false }
+
+func (f *viFabric) done() (completion, bool) {
+	comp, ok := f.cq.Done()
+	return completion{raw: comp.VI, recv: comp.Recv}, ok
+}
+
+func (f *viFabric) wait(ctx context.Context) (completion, error) {
+	comp, err := f.cq.Wait(ctx)
+	return completion{raw: comp.VI, recv: comp.Recv}, err
+}
+
+func (f *viFabric) linkID(comp completion) int {
+	v, ok := comp.raw.(*vi.VI)
+	if !ok || v == nil {
+		return -1
+	}
+	return int(v.ID())
+}
+
+func (f *viFabric) openDatagram(kind uint8, depth int) (*vi.DatagramPort, error) {
+	p, err := f.p.OpenDatagram(kind, depth)
+	if err != nil {
+		return nil, err
+	}
+	// Completion messages end the multicast protocols' waits as
+	// datagrams do.
+	p.WatchCQ(f.cq)
+	return p, nil
+}
+
+func (f *viFabric) close() error { return f.p.Close() }
+
+type viLink struct{ *vi.VI }
+
+func (l viLink) id() int { return int(l.ID()) }
+
+func (l viLink) railEvents() (uint64, uint64) { return 0, 0 }
+
+func (l viLink) raw() any { return l.VI }
+func (l viLink) connect(ctx context.Context, macs []net.HardwareAddr) error {
+	return l.ConnectRequest(ctx, vi.Address{MAC: macs[0], Discriminator: discriminator})
+}
+
+type viRequest struct{ *vi.ConnRequest }
+
+func (r viRequest) remote() net.HardwareAddr { return r.Remote().MAC }
+func (r viRequest) reject() error            { return r.Reject() }
+func (r viRequest) accept(l link, _ []net.HardwareAddr) error {
+	v, ok := l.(viLink)
+	if !ok {
+		return fmt.Errorf("accept: %T is not a VI link", l)
+	}
+	return r.Accept(v.VI)
+}
+
+// ---- a bond over several NICs ----
+
+type bondFabric struct {
+	b    *bonding.Bond
+	ptag bonding.PTag
+	cq   *bonding.CQ
+
+	mu  sync.Mutex // ids is read by linkID and written by newLink, both under c.mu; mu keeps it safe on its own
+	ids map[*bonding.VI]int
+}
+
+func (f *bondFabric) maxTransfer() int { return f.b.Options().MaxTransfer }
+
+func (f *bondFabric) register(buf []byte) (descriptors.MemHandle, error) {
+	return f.b.RegisterMemory(buf, f.ptag, 0)
+}
+
+func (f *bondFabric) deregister(h descriptors.MemHandle) error { return f.b.DeregisterMemory(h) }
+
+func (f *bondFabric) newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error) {
+	return f.b.NewMemoryCache(f.ptag, access, entries, bytes)
+}
+
+func (f *bondFabric) newLink(qdepth int) (link, error) {
+	v, err := f.b.NewVI(bonding.Attributes{PTag: f.ptag, EnableRDMAWrite: true, SendCQ: f.cq, RecvCQ: f.cq, QueueDepth: qdepth})
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	id := len(f.ids)
+	f.ids[v] = id
+	f.mu.Unlock()
+	return &bondLink{VI: v, n: id}, nil
+}
+
+func (f *bondFabric) pollRequest(expired context.Context) (connRequest, bool) {
+	req, err := f.b.ConnectWait(expired, discriminator)
+	if err != nil {
+		return nil, false
+	}
+	return bondRequest{req}, true
+}
+
+func (f *bondFabric) acceptBlocks() bool { return true }
+
+func (f *bondFabric) done() (completion, bool) {
+	comp, ok := f.cq.Done()
+	return completion{raw: comp.VI, recv: comp.Recv}, ok
+}
+
+func (f *bondFabric) wait(ctx context.Context) (completion, error) {
+	comp, err := f.cq.Wait(ctx)
+	return completion{raw: comp.VI, recv: comp.Recv}, err
+}
+
+func (f *bondFabric) linkID(comp completion) int {
+	v, ok := comp.raw.(*bonding.VI)
+	if !ok || v == nil {
+		return -1
+	}
+	f.mu.Lock()
+	id, ok := f.ids[v]
+	f.mu.Unlock()
+	if !ok {
+		return -1
+	}
+	return id
+}
+
+// openDatagram opens the multicast port on rail 0. The bond's completion
+// queue cannot wake its waits, so a multicast wait notices completions
+// within mcastPoll.
+func (f *bondFabric) openDatagram(kind uint8, depth int) (*vi.DatagramPort, error) {
+	return f.b.Provider(0).OpenDatagram(kind, depth)
+}
+
+func (f *bondFabric) close() error {
+	err := f.b.Close()
+	if errors.Is(err, bonding.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+type bondLink struct {
+	*bonding.VI
+	n int
+}
+
+func (l *bondLink) id() int { return l.n }
+
+func (l *bondLink) railEvents() (failures, reconnects uint64) {
+	for _, rs := range l.Stats().Rails {
+		failures += rs.Failures
+		reconnects += rs.Reconnects
+	}
+	return failures, reconnects
+}
+
+func (l *bondLink) raw() any { return l.VI }
+func (l *bondLink) connect(ctx context.Context, macs []net.HardwareAddr) error {
+	return l.ConnectRequest(ctx, bonding.Peer{MACs: macs, Discriminator: discriminator})
+}
+
+type bondRequest struct{ *bonding.ConnRequest }
+
+func (r bondRequest) remote() net.HardwareAddr { return r.Remote().MACs[0] }
+func (r bondRequest) reject() error            { return r.Reject() }
+func (r bondRequest) accept(l link, macs []net.HardwareAddr) error {
+	v, ok := l.(*bondLink)
+	if !ok {
+		return fmt.Errorf("accept: %T is not a bonded link", l)
+	}
+	return r.AcceptPeer(v.VI, bonding.Peer{MACs: macs, Discriminator: discriminator})
+}
+
+// openFabric opens the rank's provider on one device, or a bond on
+// several.
+func openFabric(devs []nic.Device, o vi.Options, cqDepth int) (fabric, error) {
+	if len(devs) == 1 {
+		p, err := vi.Open(devs[0], o)
+		if err != nil {
+			return nil, fmt.Errorf("open provider: %w", err)
+		}
+		f := &viFabric{p: p, ptag: p.NewPTag()}
+		if f.cq, err = p.NewCQ(cqDepth); err != nil {
+			p.Close()
+			return nil, err
+		}
+		return f, nil
+	}
+	b, err := bonding.Open(devs, bonding.Options{Options: o})
+	if err != nil {
+		return nil, fmt.Errorf("open bond of %d rails: %w", len(devs), err)
+	}
+	f := &bondFabric{b: b, ptag: b.NewPTag(), ids: make(map[*bonding.VI]int)}
+	if f.cq, err = b.NewCQ(cqDepth); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return f, nil
+}
