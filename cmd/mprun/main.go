@@ -7,7 +7,9 @@
 //
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
 // rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
-// and, with -hostfile, MPLITE_HOSTFILE. mprun exits non-zero if any rank
+// and, with -hostfile, MPLITE_HOSTFILE; with more ranks than CPUs, also
+// MPLITE_YIELD=1 unless MPLITE_YIELD or MPLITE_SPIN is already set, so that
+// polling ranks yield to one another. mprun exits non-zero if any rank
 // fails; once one rank has failed, the others get -grace to finish (so they
 // can report the dead peer) before they are killed.
 package main
@@ -25,6 +27,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -386,8 +389,21 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		if hostfile != "" {
 			env = append(env, "MPLITE_HOSTFILE="+hostfile)
 		}
+		if y := oversubscribed(o.np, runtime.NumCPU(), os.Getenv); y != "" {
+			env = append(env, y)
+		}
 		return env
 	}, cleanup, nil
+}
+
+// oversubscribed returns MPLITE_YIELD=1 when more ranks than CPUs share
+// this machine and the user chose no polling behaviour: a rank that spins
+// there takes the CPU from the rank it waits for (Open MPI yields too).
+func oversubscribed(np, cpus int, getenv func(string) string) string {
+	if np <= cpus || getenv("MPLITE_YIELD") != "" || getenv("MPLITE_SPIN") != "" {
+		return ""
+	}
+	return "MPLITE_YIELD=1"
 }
 
 func killAll(cmds []*exec.Cmd) {

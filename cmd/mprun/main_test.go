@@ -153,3 +153,21 @@ func TestFlapAndFaultReport(t *testing.T) {
 		}
 	}
 }
+
+func TestOversubscribedYields(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		np, cpus int
+		kv       map[string]string
+		want     string
+	}{
+		{8, 2, nil, "MPLITE_YIELD=1"},
+		{2, 2, nil, ""},
+		{8, 2, map[string]string{"MPLITE_YIELD": "0"}, ""},
+		{8, 2, map[string]string{"MPLITE_SPIN": "5us"}, ""},
+	} {
+		if got := oversubscribed(tc.np, tc.cpus, env(tc.kv)); got != tc.want {
+			t.Errorf("%d ranks on %d CPUs, env %v: %q, want %q", tc.np, tc.cpus, tc.kv, got, tc.want)
+		}
+	}
+}
