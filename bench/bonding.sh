@@ -1,32 +1,54 @@
 #!/usr/bin/env bash
 # Channel bonding (issue 8): netpipe -local -links K for K = 1..4 at RATE per
-# link (default 1gbit), the vi module, streaming peak and 1-byte latency, in
-# one sitting; prints each K's peak against K x the one-link peak. Needs root
-# and an idle machine. Env: RATE, KS ("1 2 3 4"), DRIVER (afpacket), OUT.
+# link (default 1gbit), in one sitting. For each module in MODULES (vi, the
+# bonded VI itself; mplite, a two-rank world bonded over the links): the
+# streaming peak (one run per K), and the 1-byte latency as the median of
+# ROUNDS runs interleaved over K (single runs swing 2-6x on this VM). Prints
+# each K's peak and latency against one link's. Needs root and an idle
+# machine. Env: RATE, KS ("1 2 3 4"), MODULES ("vi"), ROUNDS (5), DRIVER
+# (afpacket), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
 RATE=${RATE:-1gbit}
 KS=${KS:-1 2 3 4}
+MODULES=${MODULES:-vi}
+ROUNDS=${ROUNDS:-5}
 DRIVER=${DRIVER:-afpacket}
 go build -o "$OUT/netpipe" ./cmd/netpipe
-: >"$OUT/samples"
-for k in $KS; do
-	peak=$("$OUT/netpipe" -local -module vi -driver "$DRIVER" -links "$k" -rate "$RATE" -s -l 65536 -u 8388608 \
-		-trials 3 -runtime 50ms -o "$OUT/peak-$k.out" -json 2>>"$OUT/err" | tail -1)
-	lat=$("$OUT/netpipe" -local -module vi -driver "$DRIVER" -links "$k" -rate "$RATE" -l 1 -u 16 \
-		-trials 5 -runtime 100ms -o "$OUT/lat-$k.out" -json 2>>"$OUT/err" | tail -1)
-	echo "$k $(echo "$peak" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["peak_mbps"])') $(echo "$lat" | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["latency_us"])')" >>"$OUT/samples"
+json() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
+: >"$OUT/peaks"
+: >"$OUT/lats"
+for m in $MODULES; do
+	for k in $KS; do
+		"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -links "$k" -rate "$RATE" -s -l 65536 -u 8388608 \
+			-trials 3 -runtime 50ms -o "$OUT/peak-$m-$k.out" -json 2>>"$OUT/err" | tail -1 | json peak_mbps |
+			sed "s/^/$m $k /" >>"$OUT/peaks"
+	done
 done
-python3 - "$OUT/samples" "$RATE" <<'PY'
-import sys
-rows = [l.split() for l in open(sys.argv[1])]
-one = {r[0]: (float(r[1]), float(r[2])) for r in rows}
-p1, l1 = one.get("1", (None, None))
-print("| links | stream peak (Mbps) at %s each | x one link | target 0.9 K | 1-byte latency (µs) | x one link |" % sys.argv[2])
-print("|---|---|---|---|---|---|")
-for k, p, l in rows:
-    p, l = float(p), float(l)
-    print("| %s | %.0f | %s | %.1f | %.2f | %s |" % (k, p, "%.2f" % (p / p1) if p1 else "-", 0.9 * int(k), l, "%.2f" % (l / l1) if l1 else "-"))
+for r in $(seq "$ROUNDS"); do
+	for m in $MODULES; do
+		for k in $KS; do
+			"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -links "$k" -rate "$RATE" -l 1 -u 16 \
+				-trials 5 -runtime 100ms -o "$OUT/lat-$m-$k-$r.out" -json 2>>"$OUT/err" | tail -1 | json latency_us |
+				sed "s/^/$m $k /" >>"$OUT/lats"
+		done
+	done
+done
+python3 - "$OUT/peaks" "$OUT/lats" "$RATE" <<'PY'
+import sys, statistics, collections
+peak = {(m, k): float(v) for m, k, v in (l.split() for l in open(sys.argv[1]))}
+lats = collections.defaultdict(list)
+for m, k, v in (l.split() for l in open(sys.argv[2])):
+    lats[(m, k)].append(float(v))
+print("| module | links | stream peak (Mbps) at %s each | x one link | target 0.9 K | 1-byte latency, median (µs) | min | max | x one link |" % sys.argv[3])
+print("|---|---|---|---|---|---|---|---|---|")
+for (m, k), p in peak.items():
+    p1 = peak.get((m, "1"))
+    ls = lats[(m, k)]
+    l = statistics.median(ls)
+    l1 = statistics.median(lats[(m, "1")]) if lats.get((m, "1")) else None
+    print("| %s | %s | %.0f | %s | %.1f | %.2f | %.2f | %.2f | %s |" % (m, k, p, "%.2f" % (p / p1) if p1 else "-",
+          0.9 * int(k), l, min(ls), max(ls), "%.2f" % (l / l1) if l1 else "-"))
 PY
 echo "np.out files in $OUT"
