@@ -156,6 +156,10 @@ func TestSelector(t *testing.T) {
 		{mplite.Tuning{Ts: 1, Tc: 0}, "allreduce", "recursive_doubling", 1 << 20},
 		{mplite.Tuning{Ts: 0, Tc: 1}, "allreduce", "ring", 1 << 20},
 		{mplite.Tuning{Ts: 1, Tc: 0}, "alltoall", "bruck", 64},
+		// Large blocks: Bruck's best radix sends every block straight
+		// to its rank, a direct exchange with extra copies, so a direct
+		// algorithm is chosen instead.
+		{mplite.Tuning{Ts: 20e-6, Tc: 1e-9}, "alltoall", "pairwise", 64 << 10},
 		{mplite.DefaultTuning(), "allgather", "bruck", 8},
 	} {
 		comms, err := mplite.NewLocalWorld(6, mplite.WithTuning(tc.tuning))

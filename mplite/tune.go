@@ -426,6 +426,12 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 		c1, c2, _ := Cost(coll, a, n, m)
 		if a == "bruck" && coll == collAlltoall {
 			c1, c2 = bruckCost(n, m, c.bestRadix(m, t))
+			if c1 >= float64(n-1) {
+				// As many steps as a direct exchange and never fewer
+				// bytes: every block goes straight to its rank, plus
+				// Bruck's two local rotations.
+				continue
+			}
 		}
 		if est := c1*t.Ts + c2*t.Tc; est < bestT {
 			best, bestT = a, est
