@@ -52,7 +52,10 @@
 // WithSpinTime and then block; a progress goroutine per rank drives the
 // protocols while no call polls, so Isend and Irecv advance while the user
 // computes. The goroutine steps aside while a call polls, so a polling call
-// never hands a message to another goroutine.
+// never hands a message to another goroutine. MPLITE_SPIN sets the spin
+// time from the environment, and MPLITE_YIELD=1 (WithProcessYield) makes
+// polls yield the processor to other processes, for more ranks than CPUs
+// (mprun sets it then).
 //
 // # Connections
 //
