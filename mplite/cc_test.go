@@ -173,6 +173,32 @@ func TestSelector(t *testing.T) {
 			mplite.Abandon(c)
 		}
 	}
+	// Eight ranks on two CPUs: the scatter-allgather's shorter chain
+	// costs more messages and bytes than the machine can overlap.
+	for _, tc := range []struct {
+		opts []mplite.Option
+		want string
+	}{
+		{nil, "scatter_allgather"},
+		{[]mplite.Option{mplite.WithSharedCPUs(2)}, "binomial"},
+	} {
+		comms, err := mplite.NewLocalWorld(8, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := comms[0].Algorithm("bcast", 1<<20); err != nil || got != tc.want {
+			t.Errorf("bcast of 1 MiB on 8 ranks, %d options: %q, %v; want %q", len(tc.opts), got, err, tc.want)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
+	if w1, w2, ok := mplite.Work("bcast", "binomial", 8, 100); !ok || w1 != 7 || w2 != 700 {
+		t.Errorf("bcast binomial work %v %v %v", w1, w2, ok)
+	}
+	if w1, w2, ok := mplite.Work("allgather", "ring", 8, 100); !ok || w1 != 56 || w2 != 5600 {
+		t.Errorf("allgather ring work %v %v %v", w1, w2, ok)
+	}
 	c1, c2, ok := mplite.Cost("bcast", "binomial", 8, 100)
 	if !ok || c1 != 3 || c2 != 300 {
 		t.Errorf("bcast binomial cost %v %v %v", c1, c2, ok)

@@ -53,7 +53,11 @@ func TestPollEnvironment(t *testing.T) {
 	if err := c.pollEnv(env(nil)); err != nil || c.spin != DefaultSpinTime || c.yield || c.osYield {
 		t.Fatalf("unset: spin %v yield %v osYield %v err %v", c.spin, c.yield, c.osYield, err)
 	}
-	for _, bad := range []map[string]string{{"MPLITE_SPIN": "5"}, {"MPLITE_YIELD": "yes"}} {
+	c = defaultConfig()
+	if err := c.pollEnv(env(map[string]string{"MPLITE_CPUS": "2"})); err != nil || c.sharedCPUs != 2 {
+		t.Fatalf("MPLITE_CPUS=2: %d, %v", c.sharedCPUs, err)
+	}
+	for _, bad := range []map[string]string{{"MPLITE_SPIN": "5"}, {"MPLITE_YIELD": "yes"}, {"MPLITE_CPUS": "0"}} {
 		c = defaultConfig()
 		if err := c.pollEnv(env(bad)); !errors.Is(err, ErrEnvironment) {
 			t.Errorf("%v: err %v, want ErrEnvironment", bad, err)

@@ -49,6 +49,7 @@ type config struct {
 	spin             time.Duration
 	yield            bool
 	osYield          bool // yield to other processes too (sched_yield)
+	sharedCPUs       int  // every rank of the job shares this many CPUs (0: one each)
 	spinSet          bool // an option chose spin: MPLITE_SPIN is ignored
 	yieldSet         bool // an option chose yield: MPLITE_YIELD is ignored
 	peerTimeout      time.Duration
@@ -131,6 +132,13 @@ func (c *config) pollEnv(getenv func(string) string) error {
 			return fmt.Errorf("%w: MPLITE_SPIN=%q is not a duration (e.g. 20us)", ErrEnvironment, s)
 		}
 		c.spin = d
+	}
+	if s := getenv("MPLITE_CPUS"); s != "" && c.sharedCPUs == 0 {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return fmt.Errorf("%w: MPLITE_CPUS=%q is not a CPU count", ErrEnvironment, s)
+		}
+		c.sharedCPUs = n
 	}
 	if s := getenv("MPLITE_YIELD"); s != "" && !c.yieldSet {
 		switch s {
@@ -217,6 +225,22 @@ func WithSpinTime(d time.Duration) Option {
 func WithYield(yield bool) Option {
 	return func(c *config) error {
 		c.yield, c.yieldSet = yield, true
+		return nil
+	}
+}
+
+// WithSharedCPUs tells the collective selector that every rank of the job
+// runs on the same cpus processors (mprun's testbed on one machine), so an
+// algorithm cannot finish faster than the whole job's messages and bytes
+// spread over them; it then prefers fewer messages over a shorter chain.
+// MPLITE_CPUS sets it from the environment; mprun sets that when ranks
+// outnumber CPUs.
+func WithSharedCPUs(cpus int) Option {
+	return func(c *config) error {
+		if cpus < 0 {
+			return fmt.Errorf("mplite: %d shared CPUs", cpus)
+		}
+		c.sharedCPUs = cpus
 		return nil
 	}
 }

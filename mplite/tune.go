@@ -136,6 +136,41 @@ func Cost(coll, algo string, n, m int) (c1, c2 float64, ok bool) {
 	return 0, 0, false
 }
 
+// Work returns what an algorithm costs the whole job: the messages and
+// bytes every rank sends, summed over the n ranks (for the Bruck alltoall,
+// radix 2). Where ranks share processors the job cannot finish faster than
+// its work spread over them; CCL's model assumes a processor per rank and
+// counts only the longest chain (Cost). ok is false for an unknown name.
+func Work(coll, algo string, n, m int) (msgs, bytes float64, ok bool) {
+	N, M := float64(n), float64(m)
+	lg := float64(ceilLog2(n))
+	switch coll + "/" + algo {
+	case "bcast/binomial", "reduce/binomial", "gather/linear", "scatter/linear", "gatherv/linear",
+		"scatterv/linear", "scan/linear":
+		return N - 1, (N - 1) * M, true
+	case "gather/binomial", "scatter/binomial":
+		return N - 1, N * lg * M / 2, true
+	case "bcast/scatter_allgather":
+		// A binomial scatter of n pieces, then a ring allgather.
+		return N - 1 + N*(N-1), lg*M/2 + (N-1)*M, true
+	case "reduce/rabenseifner":
+		return N*lg + N - 1, 2 * (N - 1) * M, true
+	case "allreduce/rabenseifner":
+		return 2 * N * lg, 2 * (N - 1) * M, true
+	case "allreduce/ring":
+		return 2 * N * (N - 1), 2 * (N - 1) * M, true
+	case "bcast/mcast-ack", "bcast/mcast-nak":
+		return N, M, true
+	case "scatter/mcast":
+		return N, N * M, true
+	case "allgather/mcast":
+		return N * N, N * M, true
+	}
+	// The symmetric algorithms: every rank does the longest chain's work.
+	c1, c2, ok := Cost(coll, algo, n, m)
+	return N * c1, N * c2, ok
+}
+
 // bruckCost is the radix-r Bruck alltoall's: (r-1) exchanges per base-r
 // digit, each of the blocks with that digit value.
 func bruckCost(n, m, r int) (c1, c2 float64) {
@@ -424,6 +459,7 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 			continue
 		}
 		c1, c2, _ := Cost(coll, a, n, m)
+		w1, w2, _ := Work(coll, a, n, m)
 		if a == "bruck" && coll == collAlltoall {
 			c1, c2 = bruckCost(n, m, c.bestRadix(m, t))
 			if c1 >= float64(n-1) {
@@ -432,8 +468,14 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 				// Bruck's two local rotations.
 				continue
 			}
+			w1, w2 = float64(n)*c1, float64(n)*c2
 		}
-		if est := c1*t.Ts + c2*t.Tc; est < bestT {
+		est := c1*t.Ts + c2*t.Tc
+		if cpus := c.cfg.sharedCPUs; cpus > 0 {
+			// Every rank of the job on cpus processors.
+			est = max(est, (w1*t.Ts+w2*t.Tc)/float64(cpus))
+		}
+		if est < bestT {
 			best, bestT = a, est
 		}
 	}

@@ -9,7 +9,8 @@
 // rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
 // and, with -hostfile, MPLITE_HOSTFILE; with more ranks than CPUs, also
 // MPLITE_YIELD=1 unless MPLITE_YIELD or MPLITE_SPIN is already set, so that
-// polling ranks yield to one another. mprun exits non-zero if any rank
+// polling ranks yield to one another, and MPLITE_CPUS (the CPU count) for
+// the collective selector. mprun exits non-zero if any rank
 // fails; once one rank has failed, the others get -grace to finish (so they
 // can report the dead peer) before they are killed.
 package main
@@ -389,21 +390,28 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		if hostfile != "" {
 			env = append(env, "MPLITE_HOSTFILE="+hostfile)
 		}
-		if y := oversubscribed(o.np, runtime.NumCPU(), os.Getenv); y != "" {
-			env = append(env, y)
-		}
+		env = append(env, oversubscribed(o.np, runtime.NumCPU(), os.Getenv)...)
 		return env
 	}, cleanup, nil
 }
 
-// oversubscribed returns MPLITE_YIELD=1 when more ranks than CPUs share
-// this machine and the user chose no polling behaviour: a rank that spins
-// there takes the CPU from the rank it waits for (Open MPI yields too).
-func oversubscribed(np, cpus int, getenv func(string) string) string {
-	if np <= cpus || getenv("MPLITE_YIELD") != "" || getenv("MPLITE_SPIN") != "" {
-		return ""
+// oversubscribed returns, when more ranks than CPUs share this machine,
+// MPLITE_YIELD=1 unless the user chose a polling behaviour (a rank that
+// spins there takes the CPU from the rank it waits for; Open MPI yields
+// too), and MPLITE_CPUS (the collective selector then counts the whole
+// job's work against the CPUs) unless the user set it.
+func oversubscribed(np, cpus int, getenv func(string) string) []string {
+	if np <= cpus {
+		return nil
 	}
-	return "MPLITE_YIELD=1"
+	var env []string
+	if getenv("MPLITE_YIELD") == "" && getenv("MPLITE_SPIN") == "" {
+		env = append(env, "MPLITE_YIELD=1")
+	}
+	if getenv("MPLITE_CPUS") == "" {
+		env = append(env, "MPLITE_CPUS="+strconv.Itoa(cpus))
+	}
+	return env
 }
 
 func killAll(cmds []*exec.Cmd) {

@@ -161,12 +161,12 @@ func TestOversubscribedYields(t *testing.T) {
 		kv       map[string]string
 		want     string
 	}{
-		{8, 2, nil, "MPLITE_YIELD=1"},
+		{8, 2, nil, "MPLITE_YIELD=1 MPLITE_CPUS=2"},
 		{2, 2, nil, ""},
-		{8, 2, map[string]string{"MPLITE_YIELD": "0"}, ""},
-		{8, 2, map[string]string{"MPLITE_SPIN": "5us"}, ""},
+		{8, 2, map[string]string{"MPLITE_YIELD": "0"}, "MPLITE_CPUS=2"},
+		{8, 2, map[string]string{"MPLITE_SPIN": "5us", "MPLITE_CPUS": "4"}, ""},
 	} {
-		if got := oversubscribed(tc.np, tc.cpus, env(tc.kv)); got != tc.want {
+		if got := strings.Join(oversubscribed(tc.np, tc.cpus, env(tc.kv)), " "); got != tc.want {
 			t.Errorf("%d ranks on %d CPUs, env %v: %q, want %q", tc.np, tc.cpus, tc.kv, got, tc.want)
 		}
 	}
