@@ -220,6 +220,7 @@ func twoMachineEnv(o *options, mod netpipe.Module) (*environment, error) {
 			}
 		}
 		ep.PeerMACs = o.peerMACs
+		ep.Announce = role == netpipe.Transmitter
 	} else {
 		env.driver = "kernel"
 		host := o.host

@@ -184,6 +184,7 @@ func TestTwoMachineMode(t *testing.T) {
 	tx, rx := tb.Host(0), tb.Host(1)
 	for _, c := range []struct{ rx, tx []string }{
 		{[]string{"-module", "raw"}, []string{"-module", "raw", "-peer", rx.MACs[0].String()}},
+		{[]string{"-module", "mplite"}, []string{"-module", "mplite", "-peer", rx.MACs[0].String()}},
 		{[]string{"-module", "tcp", "-host", rx.IPs[0].String()}, []string{"-module", "tcp", "-host", rx.IPs[0].String()}},
 	} {
 		t.Run(c.rx[1], func(t *testing.T) {

@@ -55,6 +55,10 @@ type Endpoint struct {
 	// PeerMACs are the other end's addresses, one per link. A receiver may
 	// leave them empty and learn them from the transmitter's hello.
 	PeerMACs []net.HardwareAddr
+	// Announce makes a transmitter that has PeerMACs also take part in
+	// the module's discovery, for a receiver that learns its peer that way
+	// (the mplite module in two-machine mode).
+	Announce bool
 	// Filter holds the EtherType and job key to put in every frame.
 	Filter nic.Filter
 	// Addr is the TCP address: where the receiver listens, or what the

@@ -45,16 +45,22 @@ func (MPLiteModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
 		macs[rank][i] = d.HardwareAddr()
 	}
 	switch {
-	case len(ep.PeerMACs) == k:
+	case len(ep.PeerMACs) == k && !ep.Announce:
 		copy(macs[1-rank], ep.PeerMACs)
-	case len(ep.PeerMACs) == 0 && ep.Role == Receiver:
+	case len(ep.PeerMACs) == k || (len(ep.PeerMACs) == 0 && ep.Role == Receiver):
+		// Both ends announce: the receiver learns the transmitter's
+		// MACs, and a transmitter that was given the receiver's checks
+		// them.
 		for i, d := range ep.Devices {
 			dctx, cancel := context.WithTimeout(ctx, 6*timeout)
 			found, err := bootstrap.Discover(dctx, d, bootstrap.Config{Rank: rank, Size: 2, Rail: i,
 				EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey})
 			cancel()
 			if err != nil {
-				return nil, fmt.Errorf("mplite: find the transmitter on link %d: %w", i, err)
+				return nil, fmt.Errorf("mplite: find the peer on link %d: %w", i, err)
+			}
+			if len(ep.PeerMACs) == k && found[1-rank].String() != ep.PeerMACs[i].String() {
+				return nil, fmt.Errorf("mplite: link %d: the peer announced %v, not %v", i, found[1-rank], ep.PeerMACs[i])
 			}
 			macs[1-rank][i] = found[1-rank]
 		}
