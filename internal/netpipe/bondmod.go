@@ -63,17 +63,12 @@ func (c *bondConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration
 	if err != nil {
 		return fmt.Errorf("vi: bond: %w", err)
 	}
+	poll, wait := cqWaits(cq.Done, cq.Wait, func(c bonding.Completion) bool { return c.Recv })
 	c.staged = staged{
-		name: "vi: bond",
-		v:    c.bv,
-		poll: func() (bool, bool) {
-			comp, ok := cq.Done()
-			return comp.Recv, ok
-		},
-		wait: func(ctx context.Context) (bool, error) {
-			comp, err := cq.Wait(ctx)
-			return comp.Recv, err
-		},
+		poll:       poll,
+		wait:       wait,
+		name:       "vi: bond",
+		v:          c.bv,
 		register:   func(b []byte) (descriptors.MemHandle, error) { return c.b.RegisterMemory(b, ptag, 0) },
 		deregister: c.b.DeregisterMemory,
 		chunk:      o.MaxTransfer,

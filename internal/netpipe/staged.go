@@ -41,6 +41,20 @@ type staged struct {
 	recvReady    int // receive completions taken from the CQ, not yet fetched
 }
 
+// cqWaits adapts a completion queue, plain or bonded, to staged's poll and
+// wait: recv says whether a completion is a receive.
+func cqWaits[C any](done func() (C, bool), wait func(context.Context) (C, error), recv func(C) bool) (func() (bool, bool), func(context.Context) (bool, error)) {
+	poll := func() (bool, bool) {
+		comp, ok := done()
+		return recv(comp), ok
+	}
+	w := func(ctx context.Context) (bool, error) {
+		comp, err := wait(ctx)
+		return recv(comp), err
+	}
+	return poll, w
+}
+
 // postRing registers the receive ring and posts every buffer of it; it
 // runs before connecting, so every one is a credit from the start.
 func (c *staged) postRing() error {

@@ -77,17 +77,12 @@ func (c *viConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration) 
 	if err != nil {
 		return fmt.Errorf("vi: %w", err)
 	}
+	poll, wait := cqWaits(cq.Done, cq.Wait, func(c vi.Completion) bool { return c.Recv })
 	c.staged = staged{
-		name: "vi",
-		v:    v,
-		poll: func() (bool, bool) {
-			comp, ok := cq.Done()
-			return comp.Recv, ok
-		},
-		wait: func(ctx context.Context) (bool, error) {
-			comp, err := cq.Wait(ctx)
-			return comp.Recv, err
-		},
+		poll:       poll,
+		wait:       wait,
+		name:       "vi",
+		v:          v,
 		register:   func(b []byte) (descriptors.MemHandle, error) { return c.p.RegisterMemory(b, ptag, 0) },
 		deregister: c.p.DeregisterMemory,
 		chunk:      attrs.MaxTransfer,
