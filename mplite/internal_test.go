@@ -93,6 +93,26 @@ func TestInitSingleton(t *testing.T) {
 	}
 }
 
+// TestSyncFlag: only an RTS may carry the synchronous flag, and with it an
+// RTS may be as short as an eager message.
+func TestSyncFlag(t *testing.T) {
+	b := make([]byte, envLen)
+	putEnvelope(b, &envelope{typ: msgRTS, length: 1, sendID: 3, sync: true})
+	var e envelope
+	if err := parseEnvelope(b, 100, &e); err != nil || !e.sync || e.length != 1 {
+		t.Fatalf("synchronous RTS of 1 byte: %+v, %v", e, err)
+	}
+	putEnvelope(b, &envelope{typ: msgRTS, length: 1, sendID: 3})
+	if err := parseEnvelope(b, 100, &e); !errors.Is(err, errEnvelope) {
+		t.Fatalf("plain RTS of 1 byte under a 100-byte eager limit: %v", err)
+	}
+	putEnvelope(b, &envelope{typ: msgCTS, sendID: 3, recvID: 4})
+	b[1] = flagSync
+	if err := parseEnvelope(b, 100, &e); !errors.Is(err, errEnvelope) {
+		t.Fatalf("CTS with the synchronous flag: %v", err)
+	}
+}
+
 func FuzzEnvelope(f *testing.F) {
 	add := func(e envelope, data int) {
 		b := make([]byte, envLen+data)
@@ -102,6 +122,7 @@ func FuzzEnvelope(f *testing.F) {
 	add(envelope{typ: msgEager, tag: 3, length: 5}, 5)
 	add(envelope{typ: msgEager}, 0)
 	add(envelope{typ: msgRTS, tag: 1, length: 1 << 20, sendID: 9}, 0)
+	add(envelope{typ: msgRTS, tag: 1, length: 1, sendID: 9, sync: true}, 0)
 	add(envelope{typ: msgCTS, sendID: 9, recvID: 4, length: 1 << 20, rkey: 0xdeadbeef, raddr: 64}, 0)
 	add(envelope{typ: msgDone, sendID: 9, recvID: 4}, 0)
 	add(envelope{typ: msgFin}, 0)
@@ -128,9 +149,12 @@ func FuzzEnvelope(f *testing.F) {
 				t.Fatalf("eager %+v in %d bytes", e, len(msg))
 			}
 		case msgRTS:
-			if e.length <= eager || e.sendID == 0 {
+			if (e.length <= eager && !e.sync) || e.sendID == 0 {
 				t.Fatalf("RTS %+v", e)
 			}
+		}
+		if e.sync && e.typ != msgRTS {
+			t.Fatalf("synchronous %+v", e)
 		}
 		b := make([]byte, envLen)
 		putEnvelope(b, &e)

@@ -26,6 +26,7 @@ type Request struct {
 	list       *rlist
 
 	// handshake
+	sync   bool // Ssend: by handshake at any length
 	id     uint32
 	reg    *rdma.Region
 	grant  int
@@ -184,6 +185,33 @@ func (c *Comm) recv(buf []byte, src, tag int, ctx uint16) (Status, error) {
 	c.putReqLocked(r)
 	c.mu.Unlock()
 	return st, err
+}
+
+// Ssend sends buf to rank dest with tag synchronously (MPI_Ssend): it
+// returns once the receiver has matched the message to a receive, and buf
+// may be reused. It always uses the handshake protocol, whose clear-to-send
+// only a matched receive sends, so a short message costs a round trip more
+// than Send.
+func (c *Comm) Ssend(buf []byte, dest, tag int) error {
+	r, err := c.Issend(buf, dest, tag)
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait()
+	return err
+}
+
+// Issend starts a synchronous send (MPI_Issend): the request completes
+// once the receiver has matched the message.
+func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
+	if err := c.checkDest(dest, tag); err != nil {
+		return nil, err
+	}
+	r := &Request{sync: true}
+	if err := c.startSend(r, buf, c.worldRank(dest), tag, c.pctx); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from src at the
@@ -380,7 +408,7 @@ func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) erro
 	}
 	p := c.peers[dest]
 	c.ensureConn(p)
-	if len(buf) > c.cfg.eagerLimit && !p.hasOffer && p.sendq.head == nil && p.err == nil {
+	if c.byHandshake(r) && !p.hasOffer && p.sendq.head == nil && p.err == nil {
 		// The receiver's offer may be here already, unread: take in what
 		// has arrived before paying for an RTS and CTS.
 		c.progressLocked()
@@ -389,7 +417,7 @@ func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) erro
 		c.complete(r, p.err)
 		return nil
 	}
-	if len(buf) > c.cfg.eagerLimit {
+	if c.byHandshake(r) {
 		r.id = c.newID()
 		c.sendIDs[r.id] = r
 		c.stats.HandshakeSent++
@@ -400,6 +428,11 @@ func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) erro
 	c.pumpPeer(p)
 	return nil
 }
+
+// byHandshake says whether send r goes by RTS and CTS: a message above
+// the eager limit, or a synchronous one (its CTS proves the receive
+// matched).
+func (c *Comm) byHandshake(r *Request) bool { return r.sync || len(r.buf) > c.cfg.eagerLimit }
 
 // sendSelf delivers a message to this rank: into a posted receive, or
 // onto the unexpected queue (copied if short; a long one waits for its
@@ -412,7 +445,7 @@ func (c *Comm) sendSelf(r *Request) {
 	}
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.length = c.rank, r.tag, r.ctx, len(r.buf)
-	if len(r.buf) <= c.cfg.eagerLimit {
+	if !c.byHandshake(r) {
 		m.typ = msgEager
 		if len(r.buf) > 0 {
 			m.tmp = c.getTmp()
@@ -477,8 +510,8 @@ func (c *Comm) pumpPeer(p *peer) {
 		p.sendq.remove(r)
 		p.msgsSent++
 		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: len(r.buf)}
-		if len(r.buf) > c.cfg.eagerLimit {
-			e.typ, e.sendID = msgRTS, r.id
+		if c.byHandshake(r) {
+			e.typ, e.sendID, e.sync = msgRTS, r.id, r.sync
 			if !c.postSlot(p, &e, nil) {
 				c.complete(r, p.err)
 				return

@@ -11,7 +11,8 @@ import (
 // message, after the VI layer's own header). All fields are big endian.
 //
 //	0  1  type (msgEager ... msgFinAck)
-//	1  1  flags, zero
+//	1  1  flags: RTS: 1 = synchronous (any length, even at most the eager
+//	      limit: Ssend); otherwise zero
 //	2  2  communicator context id
 //	4  4  tag (0 .. MaxTag)
 //	8  8  length: eager: payload bytes; RTS: message bytes; CTS, Done, Offer:
@@ -41,6 +42,9 @@ const (
 	msgOffer = 7
 )
 
+// flagSync marks the RTS of a synchronous send.
+const flagSync = 1
+
 // MaxTag is the largest tag.
 const MaxTag = math.MaxInt32
 
@@ -53,6 +57,7 @@ var errEnvelope = errors.New("mplite: malformed envelope")
 // envelope is a decoded envelope.
 type envelope struct {
 	typ    uint8
+	sync   bool // an RTS of a synchronous send
 	ctx    uint16
 	tag    int
 	length int
@@ -67,6 +72,9 @@ func putEnvelope(b []byte, e *envelope) {
 	_ = b[envLen-1]
 	b[0] = e.typ
 	b[1] = 0
+	if e.sync {
+		b[1] = flagSync
+	}
 	binary.BigEndian.PutUint16(b[2:], e.ctx)
 	binary.BigEndian.PutUint32(b[4:], uint32(e.tag))
 	binary.BigEndian.PutUint64(b[8:], uint64(e.length))
@@ -85,7 +93,8 @@ func parseEnvelope(msg []byte, eagerLimit int, e *envelope) error {
 		return fmt.Errorf("%w: %d bytes", errEnvelope, len(msg))
 	}
 	e.typ = msg[0]
-	if msg[1] != 0 || binary.BigEndian.Uint32(msg[28:]) != 0 {
+	e.sync = msg[1] == flagSync && e.typ == msgRTS
+	if (msg[1] != 0 && !e.sync) || binary.BigEndian.Uint32(msg[28:]) != 0 {
 		return fmt.Errorf("%w: reserved bits set", errEnvelope)
 	}
 	e.ctx = binary.BigEndian.Uint16(msg[2:])
@@ -110,7 +119,7 @@ func parseEnvelope(msg []byte, eagerLimit int, e *envelope) error {
 		}
 		return nil
 	case msgRTS:
-		if e.length <= eagerLimit || e.sendID == 0 {
+		if (e.length <= eagerLimit && !e.sync) || e.sendID == 0 {
 			return fmt.Errorf("%w: RTS of %d bytes, send id %d", errEnvelope, e.length, e.sendID)
 		}
 	case msgCTS:

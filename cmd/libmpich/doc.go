@@ -17,17 +17,9 @@
 // 8-15 of the handle). Derived datatypes and the pair types of
 // MPI_MINLOC/MPI_MAXLOC fail with MPI_ERR_TYPE and a message on stderr.
 //
-// MPI_Ssend is synchronous. mplite has no synchronous send, so the library
-// builds one from two shadow communicators (Dup'd from each user
-// communicator): the sender numbers every message it sends per (peer, tag);
-// an Ssend first sends its sequence number on the "request" shadow, then the
-// data, then waits for the same number on the "ack" shadow. The receiver
-// counts the messages it has received per (peer, tag); a goroutine receives
-// the requests, and an ack goes out once the receiver has received at least
-// that many messages of that (peer, tag). Messages of one (peer, tag,
-// communicator) are matched in the order they were sent (MPI's non-overtaking
-// rule), so the ack never leaves before the Ssend's message matched. Tags are
-// limited to mplite's MaxTag.
+// MPI_Ssend is synchronous: it is mplite's Ssend, which always takes the
+// handshake protocol, whose clear-to-send only a matched receive sends. Tags
+// are limited to mplite's MaxTag.
 //
 // Errors never abort: every failing call prints "libmpich(ethervia): ..." on
 // stderr and returns its MPI error code (as with MPI_ERRORS_RETURN). Every

@@ -6,7 +6,6 @@ package main
 import "C"
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -187,132 +186,17 @@ func (l *library) addComm(ce *commEntry) C.MPI_Comm {
 	return C.MPI_Comm(h)
 }
 
-// commEntry is a user communicator and the two shadow communicators of its
-// synchronous sends.
+// commEntry is a user communicator.
 type commEntry struct {
 	c        *mplite.Comm
-	syncReq  *mplite.Comm // Ssend requests: tag = user tag, payload = sequence number
-	syncAck  *mplite.Comm // Ssend acknowledgements, same encoding
-	mu       sync.Mutex
-	sendSeq  map[peerTag]uint64   // messages sent per (dest, tag)
-	recvCnt  map[peerTag]uint64   // messages received per (source, tag)
-	pending  map[peerTag][]uint64 // Ssend requests not yet acknowledged, ascending
 	freeable bool
 }
 
-type peerTag struct{ peer, tag int }
-
-// newCommEntry makes the shadow communicators of c (collective over c) and
-// starts serving Ssend requests.
 func newCommEntry(c *mplite.Comm, freeable bool) (*commEntry, error) {
-	req, err := c.Dup()
-	if err != nil {
-		return nil, fmt.Errorf("shadow communicator: %w", err)
-	}
-	ack, err := c.Dup()
-	if err != nil {
-		return nil, fmt.Errorf("shadow communicator: %w", err)
-	}
-	ce := &commEntry{
-		c: c, syncReq: req, syncAck: ack, freeable: freeable,
-		sendSeq: make(map[peerTag]uint64),
-		recvCnt: make(map[peerTag]uint64),
-		pending: make(map[peerTag][]uint64),
-	}
-	go ce.serveSync()
-	return ce, nil
+	return &commEntry{c: c, freeable: freeable}, nil
 }
 
-// sent counts a message sent to dest with tag and returns its number.
-func (ce *commEntry) sent(dest, tag int) uint64 {
-	ce.mu.Lock()
-	k := peerTag{dest, tag}
-	n := ce.sendSeq[k] + 1
-	ce.sendSeq[k] = n
-	ce.mu.Unlock()
-	return n
-}
-
-// received counts a message received (matched) from src with tag and
-// acknowledges the Ssends that are now matched.
-func (ce *commEntry) received(src, tag int) {
-	ce.mu.Lock()
-	k := peerTag{src, tag}
-	n := ce.recvCnt[k] + 1
-	ce.recvCnt[k] = n
-	var due []uint64
-	if p := ce.pending[k]; len(p) > 0 {
-		i := 0
-		for i < len(p) && p[i] <= n {
-			i++
-		}
-		due = p[:i:i]
-		if i == len(p) {
-			delete(ce.pending, k)
-		} else {
-			ce.pending[k] = p[i:]
-		}
-	}
-	ce.mu.Unlock()
-	for _, seq := range due {
-		ce.ack(src, tag, seq)
-	}
-}
-
-func (ce *commEntry) ack(src, tag int, seq uint64) {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seq)
-	if err := ce.syncAck.Send(b[:], src, tag); err != nil {
-		fmt.Fprintf(os.Stderr, "libmpich(ethervia): acknowledging an MPI_Ssend of rank %d: %v\n", src, err)
-	}
-}
-
-// serveSync receives Ssend requests until the communicator ends, and
-// acknowledges those whose message was already received.
-func (ce *commEntry) serveSync() {
-	var b [8]byte
-	for {
-		st, err := ce.syncReq.Recv(b[:], mplite.AnySource, mplite.AnyTag)
-		if err != nil {
-			return // finalized, freed or a peer died: nothing left to serve
-		}
-		seq := binary.LittleEndian.Uint64(b[:])
-		k := peerTag{st.Source, st.Tag}
-		ce.mu.Lock()
-		now := ce.recvCnt[k] >= seq
-		if !now {
-			ce.pending[k] = append(ce.pending[k], seq)
-		}
-		ce.mu.Unlock()
-		if now {
-			ce.ack(st.Source, st.Tag, seq)
-		}
-	}
-}
-
-// ssend sends buf synchronously: it returns after the receiver matched it.
-func (ce *commEntry) ssend(buf []byte, dest, tag int) error {
-	seq := ce.sent(dest, tag)
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], seq)
-	if err := ce.syncReq.Send(b[:], dest, tag); err != nil {
-		return err
-	}
-	if err := ce.c.Send(buf, dest, tag); err != nil {
-		return err
-	}
-	if _, err := ce.syncAck.Recv(b[:], dest, tag); err != nil {
-		return fmt.Errorf("waiting for the receiver to match: %w", err)
-	}
-	if got := binary.LittleEndian.Uint64(b[:]); got != seq {
-		return errorf(errIntern, "Ssend acknowledgement %d from rank %d, want %d", got, dest, seq)
-	}
-	return nil
-}
-
-func (ce *commEntry) free() error {
-	return errors.Join(ce.syncReq.Free(), ce.syncAck.Free(), ce.c.Free())
-}
+func (ce *commEntry) free() error { return ce.c.Free() }
 
 // goBytes views n bytes of C memory at p as a slice (nil when n is 0).
 func goBytes(p unsafe.Pointer, n int) []byte {

@@ -71,16 +71,9 @@ type request struct {
 // finish records the completion of the operation (once).
 func (q *request) finish(st mplite.Status, err error) {
 	q.done, q.st, q.err = true, st, err
-	if !q.recv {
-		return
-	}
 	var te *mplite.TruncateError
-	switch {
-	case err == nil:
-		q.ce.received(st.Source, st.Tag)
-	case errors.As(err, &te):
-		q.ce.received(te.Source, te.Tag) // matched, then truncated
-		q.st = mplite.Status{Source: te.Source, Tag: te.Tag, Count: te.Capacity}
+	if q.recv && errors.As(err, &te) {
+		q.st = mplite.Status{Source: te.Source, Tag: te.Tag, Count: te.Capacity} // matched, then truncated
 	}
 }
 
@@ -145,7 +138,6 @@ func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, t
 	if err != nil || dest == procNull {
 		return ret(fn, err)
 	}
-	ce.sent(int(dest), int(tag))
 	return ret(fn, ce.c.Send(b, int(dest), int(tag)))
 }
 
@@ -180,7 +172,7 @@ func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 	if err != nil || dest == procNull {
 		return ret("MPI_Ssend", err)
 	}
-	return ret("MPI_Ssend", ce.ssend(b, int(dest), int(tag)))
+	return ret("MPI_Ssend", ce.c.Ssend(b, int(dest), int(tag)))
 }
 
 //export MPI_Bsend
@@ -192,7 +184,6 @@ func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 	// A buffered send must not wait for the receiver: copy and Isend; the
 	// copies are completed by MPI_Buffer_detach or MPI_Finalize.
 	cp := append([]byte(nil), b...)
-	ce.sent(int(dest), int(tag))
 	r, err := ce.c.Isend(cp, int(dest), int(tag))
 	if err != nil {
 		return ret("MPI_Bsend", err)
@@ -259,7 +250,6 @@ func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest,
 		emptyStatus(st, procNull)
 		return send("MPI_Sendrecv", sbuf, scount, stype, dest, stag, comm)
 	}
-	ce.sent(int(dest), int(stag))
 	q := &request{ce: ce, recv: true}
 	q.finish(ce.c.Sendrecv(sb, int(dest), int(stag), rb, s, int(rtag)))
 	q.status(st)
@@ -268,18 +258,26 @@ func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest,
 
 //export MPI_Isend
 func MPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+	return isend("MPI_Isend", (*mplite.Comm).Isend, buf, count, dt, dest, tag, comm, req)
+}
+
+//export MPI_Issend
+func MPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+	return isend("MPI_Issend", (*mplite.Comm).Issend, buf, count, dt, dest, tag, comm, req)
+}
+
+// isend starts a nonblocking send with start (Isend or Issend).
+func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Request, error),
+	buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil {
-		return ret("MPI_Isend", err)
+		return ret(fn, err)
 	}
 	q := &request{ce: ce}
 	if dest == procNull {
 		q.procNull, q.done = true, true
-	} else {
-		ce.sent(int(dest), int(tag))
-		if q.r, err = ce.c.Isend(b, int(dest), int(tag)); err != nil {
-			return ret("MPI_Isend", err)
-		}
+	} else if q.r, err = start(ce.c, b, int(dest), int(tag)); err != nil {
+		return ret(fn, err)
 	}
 	*req = lib.addReq(q)
 	return errSuccess

@@ -221,7 +221,6 @@ int MPI_Isendrecv() { return ethervia_unimplemented("MPI_Isendrecv", 15); }
 int MPI_Isendrecv_c() { return ethervia_unimplemented("MPI_Isendrecv_c", 15); }
 int MPI_Isendrecv_replace() { return ethervia_unimplemented("MPI_Isendrecv_replace", 15); }
 int MPI_Isendrecv_replace_c() { return ethervia_unimplemented("MPI_Isendrecv_replace_c", 15); }
-int MPI_Issend() { return ethervia_unimplemented("MPI_Issend", 15); }
 int MPI_Issend_c() { return ethervia_unimplemented("MPI_Issend_c", 15); }
 int MPI_Keyval_create() { return ethervia_unimplemented("MPI_Keyval_create", 15); }
 int MPI_Keyval_free() { return ethervia_unimplemented("MPI_Keyval_free", 15); }
