@@ -75,7 +75,7 @@ func TestBondedRailLost(t *testing.T) {
 func railLost(t *testing.T, cut time.Duration, ops int) {
 	const n = 4
 	cfg := mpitest.ChaosConfig{Seed: 23, Ops: ops, MaxSize: 256 << 10}
-	opts := []mplite.Option{mplite.WithLocalRails(2), mplite.WithPeerTimeout(5*time.Second),
+	opts := []mplite.Option{mplite.WithLocalRails(2), mplite.WithPeerTimeout(5 * time.Second),
 		mplite.WithLocalFaults(9, memnic.Faults{Loss: 0.01, Duplicate: 0.005, Reorder: 0.01})}
 	comms, err := mplite.NewLocalWorld(n, opts...)
 	if err != nil {
