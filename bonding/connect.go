@@ -373,10 +373,28 @@ const (
 // blocked on the bond is woken by any rail. It is one goroutine per rail
 // and connection, never per message. The rail providers do not spin: the
 // bond's own waiters do.
+//
+// While a waiter spins on the VI (pollers), the goroutine stays parked: the
+// spinner polls every rail itself, and a rail goroutine woken by every
+// frame would only take its CPU and its locks. It is woken when the last
+// spinner blocks, and looks again every maxSleep.
 func (v *VI) railWaiter(r int, ctx context.Context) {
 	defer v.wg.Done()
 	rl := v.rails[r]
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
+		if v.pollers.Load() > 0 {
+			t.Reset(maxSleep)
+			select {
+			case <-v.railWake[r]:
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			t.Stop()
+			continue
+		}
 		if _, err := rl.cq.Wait(ctx); err != nil {
 			// The connection ended (or the CQ closed: the VI is going
 			// away).
@@ -792,6 +810,20 @@ func (v *VI) Close() error {
 }
 
 // ---- waiting ----
+
+// doneSpinning ends a waiter's spin. The last spinner wakes the rail
+// goroutines when it is about to block (blocking), or when other waiters
+// are blocked, since they must now make progress and wake them. A waiter
+// that got what it waited for, with nobody blocked, does not: the rail
+// goroutines take over after at most maxSleep by themselves, so that a
+// caller that polls often never pays for their wake-up.
+func (v *VI) doneSpinning(blocking bool) {
+	if v.pollers.Add(-1) == 0 && (blocking || v.sleepers.Load() > 0) {
+		for _, c := range v.railWake {
+			signal(c)
+		}
+	}
+}
 
 // maxSleep bounds one blocking wait on a wake channel, so that a wake-up
 // lost between two waiters of one channel costs at most this.

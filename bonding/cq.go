@@ -3,6 +3,7 @@ package bonding
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -29,6 +30,12 @@ type CQ struct {
 	vis      atomic.Pointer[[]*VI] // attached VIs, copied on change
 	wake     chan struct{}
 	timers   timerPool
+}
+
+func doneSpinningAll(vis []*VI, blocking bool) {
+	for _, v := range vis {
+		v.doneSpinning(blocking)
+	}
 }
 
 // NewCQ creates a completion queue of the given depth. Every work queue
@@ -124,6 +131,14 @@ func (cq *CQ) Done() (Completion, bool) {
 // Wait returns the oldest completion, waiting for one until ctx ends.
 func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 	var start int64
+	// spun holds the VIs whose pollers count this wait raised while it
+	// spins (see VI.pollers).
+	var spun *[]*VI
+	defer func() {
+		if spun != nil {
+			doneSpinningAll(*spun, false)
+		}
+	}()
 	for {
 		if c, ok := cq.Done(); ok {
 			return c, nil
@@ -142,9 +157,27 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 			start = now
 		}
 		if sp := cq.b.opts.SpinTime; sp > 0 && now-start < int64(sp) {
+			if spun == nil {
+				spun = cq.vis.Load()
+				for _, v := range *spun {
+					v.pollers.Add(1)
+				}
+			}
+			runtime.Gosched() // as VI.waitQ does
 			continue
 		}
+		vis := *cq.vis.Load()
+		for _, v := range vis {
+			v.sleepers.Add(1)
+		}
+		if spun != nil {
+			doneSpinningAll(*spun, true)
+			spun = nil
+		}
 		cq.timers.sleep(ctx, cq.wake)
+		for _, v := range vis {
+			v.sleepers.Add(-1)
+		}
 		start = 0
 	}
 }

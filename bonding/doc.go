@@ -112,9 +112,19 @@
 //     peer (discriminator ^ ReconnectBit) with backoff, and the rail is used
 //     again. Only when every rail is dead does the VI fail (ErrAllRails) and
 //     its descriptors complete with errors.
-//   - Progress: one goroutine per rail and connection blocks on that rail's
-//     CQ and handles what arrives; user waits spin for SpinTime, then block
-//     on a wake channel. No goroutine or allocation per message.
+//   - Progress: a user wait (SendWait, RecvWait, CQ.Wait) spins for
+//     SpinTime, polling every rail itself (one poll of each rail's CQ per
+//     round when nothing is there) and yielding the processor between
+//     rounds (runtime.Gosched), so that a goroutine its progress readied
+//     (the peer's, in one process, or the user's own) runs at once instead
+//     of after the spin; then it blocks on a wake channel. One goroutine
+//     per rail and connection blocks on that rail's CQ and handles what
+//     arrives while nobody polls, and wakes a blocked waiter. While a wait
+//     spins, these goroutines stay parked, so that no frame wakes one just
+//     to contend with the spinner for the VI; the last spinner to block
+//     wakes them, and they look again every 2 ms by themselves, so that
+//     the peer's messages are taken off the rails and credit flows without
+//     any user call. No goroutine or allocation per message.
 //
 // Both ends must use the same BlockSize and MaxTransfer. RDMA reads are not
 // supported on a bond.

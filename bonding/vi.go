@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
@@ -267,8 +269,16 @@ type VI struct {
 	// sendWake and recvWake are signalled when a send or receive
 	// completes (and when the VI fails); waiters block on them.
 	sendWake, recvWake chan struct{}
-	timers             timerPool
-	stats              VIStats
+	// pollers counts the waiters spinning on the VI right now (VI and CQ
+	// waits): while there are any, they make all the progress and the
+	// rail goroutines stay parked on railWake, so that no frame wakes a
+	// goroutine that only gets in the spinner's way. The last spinner to
+	// give up and block wakes them (doneSpinning).
+	pollers  atomic.Int32
+	sleepers atomic.Int32 // waiters blocked on a wake channel
+	railWake []chan struct{}
+	timers   timerPool
+	stats    VIStats
 }
 
 // NewVI creates a bonded VI in the Idle state: one reliable-reception VI
@@ -317,6 +327,10 @@ func (b *Bond) NewVI(a Attributes) (*VI, error) {
 	v.bits = make([]uint64, v.words*a.QueueDepth)
 	v.ctl.init(2*a.QueueDepth + len(b.rails)*o.RailSlots)
 	v.sendWake, v.recvWake = make(chan struct{}, 1), make(chan struct{}, 1)
+	v.railWake = make([]chan struct{}, len(b.rails))
+	for r := range v.railWake {
+		v.railWake[r] = make(chan struct{}, 1)
+	}
 	for r, p := range b.rails {
 		rl, err := v.newRail(r, p, tags[r])
 		if err != nil {
@@ -644,6 +658,12 @@ func (v *VI) RecvWait(ctx context.Context) (*descriptors.Descriptor, error) {
 
 func (v *VI) waitQ(ctx context.Context, recv bool) (*descriptors.Descriptor, error) {
 	var start int64
+	spinning := false
+	defer func() {
+		if spinning {
+			v.doneSpinning(false)
+		}
+	}()
 	for {
 		v.mu.Lock()
 		d := v.popLocked(recv)
@@ -676,13 +696,30 @@ func (v *VI) waitQ(ctx context.Context, recv bool) (*descriptors.Descriptor, err
 			start = now
 		}
 		if sp := v.b.opts.SpinTime; sp > 0 && now-start < int64(sp) {
+			if !spinning {
+				spinning = true
+				v.pollers.Add(1)
+			}
+			// Let the other goroutines of this P run between polls: a
+			// goroutine readied by our progress (a peer's, in the same
+			// process, or the user's) would otherwise wait for the spin
+			// to end, and a waiter would often wait for that very one.
+			runtime.Gosched()
 			continue
+		}
+		// About to block (counted first, so that a spinner that stops
+		// meanwhile sees it): the rail goroutines must take over.
+		v.sleepers.Add(1)
+		if spinning {
+			spinning = false
+			v.doneSpinning(true)
 		}
 		wake := v.sendWake
 		if recv {
 			wake = v.recvWake
 		}
 		v.timers.sleep(ctx, wake)
+		v.sleepers.Add(-1)
 		start = 0
 	}
 }
@@ -719,16 +756,24 @@ func (v *VI) progressLocked() {
 }
 
 // reap makes progress on rail r and handles every rail descriptor that
-// completed. The rail CQ's entries are only hints: the rail's waiter
-// goroutine may have taken an entry whose descriptor is still here, and a
-// descriptor taken back by resetRail leaves a stale entry behind. So the
-// rail's queues are drained whatever the CQ holds.
+// completed. It polls the rail through its CQ, once when nothing is
+// there: a spinning waiter calls it over and over. Every completed rail
+// descriptor leaves an entry in the CQ, and an entry sends reap to drain
+// the queue it names: a descriptor drained along with another one's entry
+// (or taken back by resetRail) leaves a stale entry behind, which costs a
+// poll. Whoever else takes an entry, the rail goroutine, drains both of
+// the rail's queues right after.
 func (v *VI) reap(r int) {
 	rl := v.rails[r]
 	for {
-		_, hint := rl.cq.Done()
-		if n := v.drainRail(rl); n == 0 && !hint {
+		c, ok := rl.cq.Done()
+		if !ok {
 			return
+		}
+		if c.Recv {
+			v.drainRecvs(rl)
+		} else {
+			v.drainSends(rl)
 		}
 	}
 }
@@ -736,24 +781,31 @@ func (v *VI) reap(r int) {
 // drainRail handles every completed descriptor of rail rl's queues and
 // returns how many there were.
 func (v *VI) drainRail(rl *rail) int {
+	return v.drainRecvs(rl) + v.drainSends(rl)
+}
+
+func (v *VI) drainRecvs(rl *rail) int {
 	n := 0
 	for {
 		d, ok := rl.v.RecvDone()
 		if !ok {
-			break
+			return n
 		}
 		v.onRailRecv(rl, d)
 		n++
 	}
+}
+
+func (v *VI) drainSends(rl *rail) int {
+	n := 0
 	for {
 		d, ok := rl.v.SendDone()
 		if !ok {
-			break
+			return n
 		}
 		v.onRailSend(rl, d)
 		n++
 	}
-	return n
 }
 
 // onRailSend handles the completion of the oldest rail send.
