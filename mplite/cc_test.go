@@ -193,6 +193,16 @@ func TestSelector(t *testing.T) {
 			mplite.Abandon(c)
 		}
 	}
+	comms, err := mplite.NewLocalWorld(8, mplite.WithSharedCPUs(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := comms[0].Algorithm("alltoall", 64<<10); err != nil || got != "linear" {
+		t.Errorf("alltoall of 64 KiB blocks on 8 ranks sharing 2 CPUs: %q, %v; want linear", got, err)
+	}
+	for _, c := range comms {
+		mplite.Abandon(c)
+	}
 	if w1, w2, ok := mplite.Work("bcast", "binomial", 8, 100); !ok || w1 != 7 || w2 != 700 {
 		t.Errorf("bcast binomial work %v %v %v", w1, w2, ok)
 	}

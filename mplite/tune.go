@@ -471,11 +471,16 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 			w1, w2 = float64(n)*c1, float64(n)*c2
 		}
 		est := c1*t.Ts + c2*t.Tc
-		if cpus := c.cfg.sharedCPUs; cpus > 0 {
+		cpus := c.cfg.sharedCPUs
+		if cpus > 0 {
 			// Every rank of the job on cpus processors.
 			est = max(est, (w1*t.Ts+w2*t.Tc)/float64(cpus))
 		}
-		if est < bestT {
+		// On a tie with the pairwise exchange, ranks that share CPUs do
+		// better posting every message at once (linear): whichever rank
+		// runs can move data, where a pairwise step waits for its partner
+		// to be scheduled.
+		if est < bestT || (est == bestT && cpus > 0 && a == "linear" && best == "pairwise") {
 			best, bestT = a, est
 		}
 	}
