@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/timerpool"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/vi"
 )
@@ -837,41 +838,17 @@ func signal(c chan struct{}) {
 	}
 }
 
-// timerPool keeps idle timers, so that blocking allocates nothing once
-// there are as many timers as waiters block at once.
-type timerPool struct {
-	mu sync.Mutex
-	ts []*time.Timer
-}
-
-func (p *timerPool) get() *time.Timer {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if n := len(p.ts); n > 0 {
-		t := p.ts[n-1]
-		p.ts = p.ts[:n-1]
-		return t
-	}
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}
-
-func (p *timerPool) put(t *time.Timer) {
-	p.mu.Lock()
-	p.ts = append(p.ts, t)
-	p.mu.Unlock()
-}
+// timerPool lends the timers of blocking waits.
+type timerPool struct{ timerpool.Pool }
 
 // sleep blocks until wake is signalled, ctx ends or maxSleep passes.
 func (p *timerPool) sleep(ctx context.Context, wake chan struct{}) {
-	t := p.get()
+	t := p.Get()
 	t.Reset(maxSleep)
 	select {
 	case <-wake:
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	t.Stop()
-	p.put(t)
+	p.Put(t)
 }

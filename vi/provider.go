@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/timerpool"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
@@ -78,8 +79,7 @@ type Provider struct {
 	lastActive atomic.Int64 // when a caller last stopped polling
 	done       chan struct{}
 	bgDone     chan struct{}
-	timerMu    sync.Mutex
-	timers     []*time.Timer // idle timers of blocked waiters, kept for reuse
+	timers     timerpool.Pool // idle timers of blocked waiters, kept for reuse
 }
 
 // Stats count what a provider did.
@@ -497,7 +497,7 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 				p.mu.Unlock()
 			}
 		} else {
-			t := p.getTimer()
+			t := p.timers.Get()
 			t.Reset(timeUntil(int64(dl), int64(now)))
 			select {
 			case <-wake:
@@ -505,33 +505,10 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 			case <-t.C:
 			case <-p.done:
 			}
-			t.Stop()
-			p.putTimer(t)
+			p.timers.Put(t)
 		}
 		spinUntil = 0
 	}
-}
-
-// getTimer returns an idle timer; they are kept for reuse, so a waiter
-// blocks without allocating once as many timers exist as waiters block at
-// once.
-func (p *Provider) getTimer() *time.Timer {
-	p.timerMu.Lock()
-	defer p.timerMu.Unlock()
-	if n := len(p.timers); n > 0 {
-		t := p.timers[n-1]
-		p.timers = p.timers[:n-1]
-		return t
-	}
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return t
-}
-
-func (p *Provider) putTimer(t *time.Timer) {
-	p.timerMu.Lock()
-	p.timers = append(p.timers, t)
-	p.timerMu.Unlock()
 }
 
 func (p *Provider) stopSpin() {
