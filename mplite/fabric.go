@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync"
 
 	"github.com/ethervia/ethervia/bonding"
 	"github.com/ethervia/ethervia/descriptors"
@@ -24,7 +23,7 @@ type fabric interface {
 	register(buf []byte) (descriptors.MemHandle, error)
 	deregister(h descriptors.MemHandle) error
 	newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error)
-	newLink(qdepth int) (link, error)
+	newLink(qdepth int) (link, error) // called with c.mu held
 	// pollRequest returns a connection request waiting for this rank,
 	// without blocking.
 	pollRequest(expired context.Context) (connRequest, bool)
@@ -170,8 +169,7 @@ type bondFabric struct {
 	ptag bonding.PTag
 	cq   *bonding.CQ
 
-	mu  sync.Mutex // ids is read by linkID and written by newLink, both under c.mu; mu keeps it safe on its own
-	ids map[*bonding.VI]int
+	ids map[*bonding.VI]int // guarded by c.mu, under which newLink and linkID run
 }
 
 func (f *bondFabric) maxTransfer() int { return f.b.Options().MaxTransfer }
@@ -191,10 +189,8 @@ func (f *bondFabric) newLink(qdepth int) (link, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.mu.Lock()
 	id := len(f.ids)
 	f.ids[v] = id
-	f.mu.Unlock()
 	return &bondLink{VI: v, n: id}, nil
 }
 
@@ -223,9 +219,7 @@ func (f *bondFabric) linkID(comp completion) int {
 	if !ok || v == nil {
 		return -1
 	}
-	f.mu.Lock()
 	id, ok := f.ids[v]
-	f.mu.Unlock()
 	if !ok {
 		return -1
 	}
