@@ -22,6 +22,11 @@ const (
 	DefaultRailSlots       = 32
 	DefaultReconnectMin    = 10 * time.Millisecond
 	DefaultReconnectMax    = time.Second
+	// DefaultAckReqDelay is how long a rail holds back the acknowledgement
+	// of a message so that a reply can carry it (vi.Options.AckReqDelay):
+	// long enough for a polling peer's reply, short against a block's
+	// transfer time.
+	DefaultAckReqDelay = 20 * time.Microsecond
 )
 
 // Options configure a Bond: the options of every rail's vi.Provider and
@@ -69,6 +74,12 @@ func (o Options) withDefaults(k int) (Options, error) {
 	}
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = vi.DefaultPeerTimeout
+	}
+	switch {
+	case o.AckReqDelay == 0:
+		o.AckReqDelay = DefaultAckReqDelay
+	case o.AckReqDelay < 0:
+		o.AckReqDelay = 0
 	}
 	if o.StripeThreshold <= 0 {
 		o.StripeThreshold = DefaultStripeThreshold

@@ -77,6 +77,9 @@
 //
 // Each bonded VI has one vi.VI per rail at reliable reception, so a rail
 // send completes only once the peer has the bytes, and one vi.CQ per rail.
+// A rail holds back the acknowledgement a message asks for by
+// Options.AckReqDelay (DefaultAckReqDelay), so that the reply of a
+// ping-pong carries it instead of a frame of its own ahead of the reply.
 // Every bond message carries a 32-byte bond header (wire.go): the bond
 // message sequence number (msn), the sender's receive credit, the message
 // length, the block offset and length, immediate data, and a kind (data,

@@ -90,6 +90,12 @@ type Config struct {
 	// AckDelay bounds how long an acknowledgement may wait for a frame to
 	// ride on (default 100µs).
 	AckDelay time.Duration
+	// AckReqDelay lets the acknowledgement that a message's last frame asks
+	// for (FlagAckReq, sent by ReliableReception so that its send can
+	// complete) wait this long for a frame of ours to ride on, usually the
+	// reply a ping-pong is about to send; zero (the default) sends it at
+	// once. Retransmissions and probes are always answered at once.
+	AckReqDelay time.Duration
 	// AckEvery forces an acknowledgement after this many frames (default
 	// RecvWindow/8).
 	AckEvery int
@@ -514,7 +520,7 @@ func (c *Conn) Input(now Time, h *Header) Verdict {
 		}
 	}
 	if h.Flags&FlagAckReq != 0 {
-		c.ackNow = true
+		c.ackRequested(now, h)
 	}
 	if h.Kind == KindDisconnect {
 		c.closed, c.remoteClosed = true, true
@@ -611,6 +617,18 @@ func (c *Conn) Deliver(now Time, h *Header) {
 		c.ackNow = true
 	} else if c.ackAt == 0 {
 		c.ackAt = now.Add(c.cfg.AckDelay)
+	}
+}
+
+// ackRequested answers a frame's FlagAckReq: at once, or for a message's
+// last frame sent the first time, within AckReqDelay.
+func (c *Conn) ackRequested(now Time, h *Header) {
+	if c.cfg.AckReqDelay <= 0 || h.Flags&(FlagLast|FlagRetx) != FlagLast || !h.Kind.Sequenced() {
+		c.ackNow = true
+		return
+	}
+	if at := now.Add(c.cfg.AckReqDelay); c.ackAt == 0 || at < c.ackAt {
+		c.ackAt = at
 	}
 }
 

@@ -107,7 +107,7 @@ func (v *VI) establish(now reliability.Time, remoteVI uint16, remoteConnID uint3
 		ISN: v.isn, PeerISN: peerISN, PeerCredit: peerCredit, PeerRecvWindow: peerWindow, InitialRecvCred: v.advCredit}
 	cfg := reliability.Config{Level: v.attrs.Reliability, FrameCap: p.frameCap, Window: p.opts.Window,
 		RecvWindow: p.opts.Window, RTOInit: p.opts.RTOInit, RTOMin: p.opts.RTOMin, RTOMax: p.opts.RTOMax,
-		AckDelay: p.opts.AckDelay, PeerTimeout: p.opts.PeerTimeout}
+		AckDelay: p.opts.AckDelay, AckReqDelay: p.opts.AckReqDelay, PeerTimeout: p.opts.PeerTimeout}
 	c, err := reliability.NewConn(cfg, ep, now)
 	if err != nil {
 		return fmt.Errorf("vi %d: connect: %w", v.id, err)

@@ -62,6 +62,11 @@ type Options struct {
 	// Retransmission and acknowledgement timing; zero takes the defaults of
 	// reliability.Config.
 	RTOInit, RTOMin, RTOMax, AckDelay time.Duration
+	// AckReqDelay is how long this end may hold back the acknowledgement a
+	// ReliableReception message asks for, so that a reply carries it instead
+	// of a frame of its own (reliability.Config.AckReqDelay; zero: at once).
+	// It delays the peer's send completion by as much when no reply comes.
+	AckReqDelay time.Duration
 	// ConnectRetry is the first interval between repeated connection
 	// requests; it doubles up to 200ms (default 5ms).
 	ConnectRetry time.Duration
