@@ -51,6 +51,13 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the backoff between attempts to
 	// reconnect a failed rail (defaults 10ms and 1s).
 	ReconnectMin, ReconnectMax time.Duration
+	// NoYield keeps a spinning wait from yielding the processor between
+	// polls (runtime.Gosched). Set it when the waits run on goroutines
+	// locked to their OS threads (runtime.LockOSThread, cgo callbacks):
+	// there a yield hands the thread's P to another thread and takes it
+	// back, two futex wake-ups per poll. Leave it unset when the peer or
+	// the goroutines that complete the user's work share the process's Ps.
+	NoYield bool
 }
 
 func (o Options) withDefaults(k int) (Options, error) {

@@ -163,7 +163,9 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 					v.pollers.Add(1)
 				}
 			}
-			runtime.Gosched() // as VI.waitQ does
+			if !cq.b.opts.NoYield {
+				runtime.Gosched() // as VI.waitQ does
+			}
 			continue
 		}
 		vis := *cq.vis.Load()

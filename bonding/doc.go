@@ -116,11 +116,14 @@
 //     again. Only when every rail is dead does the VI fail (ErrAllRails) and
 //     its descriptors complete with errors.
 //   - Progress: a user wait (SendWait, RecvWait, CQ.Wait) spins for
-//     SpinTime, polling every rail itself (one poll of each rail's CQ per
-//     round when nothing is there) and yielding the processor between
-//     rounds (runtime.Gosched), so that a goroutine its progress readied
-//     (the peer's, in one process, or the user's own) runs at once instead
-//     of after the spin; then it blocks on a wake channel. One goroutine
+//     SpinTime, polling the rails itself and yielding the processor between
+//     rounds (runtime.Gosched, unless Options.NoYield), so that a goroutine
+//     its progress readied (the peer's, in one process, or the user's own)
+//     runs at once instead of after the spin; then it blocks on a wake
+//     channel. A round polls the first live rail, which carries the peer's
+//     small messages, and the rails with work in flight or a completion in
+//     the last 64 rounds, once each; the quiet ones only every 8th round,
+//     as a poll is a system call on most drivers. One goroutine
 //     per rail and connection blocks on that rail's CQ and handles what
 //     arrives while nobody polls, and wakes a blocked waiter. While a wait
 //     spins, these goroutines stay parked, so that no frame wakes one just

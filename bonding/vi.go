@@ -181,6 +181,9 @@ type rail struct {
 	samples           int   // rate samples taken
 	stats             RailStats
 	hdrRegd, recvRegd bool
+	// activeRound is the last progress round that found a completion on
+	// the rail.
+	activeRound uint32
 }
 
 type sendState struct {
@@ -231,6 +234,8 @@ type VI struct {
 	state State
 	err   error
 	peer  Peer
+	// round counts progress rounds, for polling quiet rails less often.
+	round uint32
 	// stopCtx ends with the connection; rail reconnections use it.
 	stopCtx    context.Context
 	stopCancel context.CancelFunc
@@ -704,7 +709,9 @@ func (v *VI) waitQ(ctx context.Context, recv bool) (*descriptors.Descriptor, err
 			// goroutine readied by our progress (a peer's, in the same
 			// process, or the user's) would otherwise wait for the spin
 			// to end, and a waiter would often wait for that very one.
-			runtime.Gosched()
+			if !v.b.opts.NoYield {
+				runtime.Gosched()
+			}
 			continue
 		}
 		// About to block (counted first, so that a spinner that stops
@@ -747,29 +754,51 @@ func (v *VI) progressLocked() {
 	if v.state != Connected {
 		return
 	}
-	for r := range v.rails {
-		v.reap(r)
+	v.round++
+	all := v.round%quietPollEvery == 0
+	first := true
+	for r, rl := range v.rails {
+		// A poll costs a system call on most drivers, so a round polls
+		// only the rails that may have something: the first live one,
+		// which carries the peer's small messages, those with work in
+		// flight or recent completions, and every rail each
+		// quietPollEvery rounds (striped blocks, control, timers).
+		poll := all || rl.n > 0 || v.round-rl.activeRound < hotRounds
+		if first && rl.live && !rl.failed {
+			poll, first = true, false
+		}
+		if poll && v.reap(r) {
+			rl.activeRound = v.round
+		}
 	}
 	v.checkRails()
 	v.maybeCredit()
 	v.schedule()
 }
 
+// Rail polling: a rail is polled every round while it is hot (a completion
+// in the last hotRounds rounds), and otherwise every quietPollEvery rounds.
+const (
+	hotRounds      = 64
+	quietPollEvery = 8
+)
+
 // reap makes progress on rail r and handles every rail descriptor that
-// completed. It polls the rail through its CQ, once when nothing is
+// completed, and reports whether there was any. It polls the rail through its CQ, once when nothing is
 // there: a spinning waiter calls it over and over. Every completed rail
 // descriptor leaves an entry in the CQ, and an entry sends reap to drain
 // the queue it names: a descriptor drained along with another one's entry
 // (or taken back by resetRail) leaves a stale entry behind, which costs a
 // poll. Whoever else takes an entry, the rail goroutine, drains both of
 // the rail's queues right after.
-func (v *VI) reap(r int) {
+func (v *VI) reap(r int) (found bool) {
 	rl := v.rails[r]
 	for {
 		c, ok := rl.cq.Done()
 		if !ok {
-			return
+			return found
 		}
+		found = true
 		if c.Recv {
 			v.drainRecvs(rl)
 		} else {

@@ -30,7 +30,10 @@ func connectBond(ctx context.Context, ep Endpoint) (Conn, error) {
 		Config:      nic.Config{EtherType: ep.Filter.EtherType, JobKey: ep.Filter.JobKey},
 		SpinTime:    ep.Spin,
 		PeerTimeout: timeout,
-	}})
+	},
+		// Ends on locked threads (-local) must not yield, see Endpoint.Yield.
+		NoYield: !ep.Yield,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("vi: bond %d links: %w", k, err)
 	}

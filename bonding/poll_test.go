@@ -1,0 +1,128 @@
+package bonding
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// pingPong sends n one-byte messages from va to vb and back, each end
+// waiting in SendWait and RecvWait, vb's side on its own goroutine. With
+// locked, both sides run on goroutines locked to their threads.
+func pingPong(t *testing.T, a, b *end, va, vb *VI, n int, locked bool) {
+	t.Helper()
+	ctx := ctxT(t, 60*time.Second)
+	sa, ra, sb, rb := a.buf(t, 1), a.buf(t, 1), b.buf(t, 1), b.buf(t, 1)
+	errc := make(chan error, 1)
+	go func() {
+		if locked {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		errc <- func() error {
+			for i := range n {
+				if err := vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{rb}}); err != nil {
+					return err
+				}
+				if _, err := vb.RecvWait(ctx); err != nil {
+					return err
+				}
+				if rb.Buf[0] != byte(i) {
+					t.Errorf("ping %d carried %d", i, rb.Buf[0])
+				}
+				sb.Buf[0] = ^byte(i)
+				if err := vb.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{sb}}); err != nil {
+					return err
+				}
+				if _, err := vb.SendWait(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+	}()
+	if locked {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	for i := range n {
+		mustf(t, va.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{ra}}), "post recv")
+		sa.Buf[0] = byte(i)
+		mustf(t, va.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{sa}}), "post send")
+		_, err := va.SendWait(ctx)
+		mustf(t, err, "send wait %d", i)
+		_, err = va.RecvWait(ctx)
+		mustf(t, err, "recv wait %d", i)
+		if ra.Buf[0] != ^byte(i) {
+			t.Fatalf("pong %d carried %d", i, ra.Buf[0])
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestQuietRailsStillPolled: after a run of small messages, which all go
+// on rail 0, the other rails are polled only now and then; a striped
+// message must still arrive whole over all of them.
+func TestQuietRailsStillPolled(t *testing.T) {
+	const k = 3
+	a, b := memPair(t, k, 1500, memnic.Faults{}, testOptions(), 4<<20)
+	va, vb := a.newVI(t, Attributes{}), b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 31)
+	pingPong(t, a, b, va, vb, 3*hotRounds, false)
+
+	va.mu.Lock()
+	quiet := 0
+	for _, rl := range va.rails[1:] {
+		if rl.n == 0 && va.round-rl.activeRound >= hotRounds {
+			quiet++
+		}
+	}
+	va.mu.Unlock()
+	if quiet == 0 {
+		t.Fatalf("after %d small messages on rail 0, no other rail counts as quiet", 3*hotRounds)
+	}
+
+	n := 1 << 20
+	src, dst := a.buf(t, n), b.buf(t, n)
+	pattern(7, src.Buf)
+	before, _ := railSent(va)
+	mustf(t, vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{dst}}), "post recv")
+	mustf(t, va.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{src}}), "post send")
+	ctx := ctxT(t, 30*time.Second)
+	_, err := va.SendWait(ctx)
+	mustf(t, err, "send wait")
+	d, err := vb.RecvWait(ctx)
+	mustf(t, err, "recv wait")
+	if d.Status != descriptors.StatusDone || d.Length != n {
+		t.Fatalf("striped receive: status %v length %d", d.Status, d.Length)
+	}
+	if i := firstDiff(dst.Buf, src.Buf); i >= 0 {
+		t.Fatalf("striped message wrong from byte %d", i)
+	}
+	after, _ := railSent(va)
+	for r := range k {
+		if after[r] == before[r] {
+			t.Fatalf("rail %d carried no block of the striped message", r)
+		}
+	}
+}
+
+// TestNoYieldOnLockedThreads: waits that never yield still complete a
+// ping-pong between two goroutines locked to their threads.
+func TestNoYieldOnLockedThreads(t *testing.T) {
+	o := testOptions()
+	o.NoYield = true
+	o.SpinTime = 200 * time.Microsecond
+	a, b := memPair(t, 2, 1500, memnic.Faults{}, o, 1<<16)
+	va, vb := a.newVI(t, Attributes{}), b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 32)
+	if !va.b.opts.NoYield {
+		t.Fatal("NoYield lost in the bond's options")
+	}
+	pingPong(t, a, b, va, vb, 2000, true)
+}
