@@ -516,6 +516,10 @@ func (p *Provider) stopSpin() {
 	p.spinners.Add(-1)
 }
 
+// pollGrace is how long after a poll the background goroutine leaves the
+// timers to the pollers.
+const pollGrace = 200 * time.Microsecond
+
 // background runs timers and progress while nobody polls. While callers
 // poll, or have polled within MaxBlock, it leaves the device to them and
 // only keeps the timers: waking it for every frame would take a CPU from
@@ -535,7 +539,15 @@ func (p *Provider) background() {
 			p.mu.Lock()
 			next := p.nextDeadline
 			p.mu.Unlock()
-			t.Reset(min(timeUntil(int64(next), int64(now)), p.opts.MaxBlock))
+			wait := timeUntil(int64(next), int64(now))
+			if p.spinners.Load() > 0 || now-last < reliability.Time(pollGrace) {
+				// A poller runs the timers as it polls; waking for
+				// them (an acknowledgement due in microseconds, say)
+				// would only take a CPU from it. Should it stop,
+				// they run at most pollGrace late.
+				wait = max(wait, pollGrace)
+			}
+			t.Reset(min(wait, p.opts.MaxBlock))
 			select {
 			case <-t.C:
 			case <-p.done:
