@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,6 +34,11 @@ func TestUnexpectedBoundThrottles(t *testing.T) {
 	opts := []mplite.Option{mplite.WithUnexpectedLimit(limit), mplite.WithRecvDepth(depth)}
 	throttled := make(chan struct{})
 	checked := make(chan struct{})
+	// Rank 1 finalizes only after rank 0 read its counters: Finalize's
+	// barrier message would otherwise arrive first and count as unexpected.
+	counted := make(chan struct{})
+	var countedOnce sync.Once
+	markCounted := func() { countedOnce.Do(func() { close(counted) }) }
 	noErrors(t, runWorld(t, 2, 30*time.Second, opts, func(c *mplite.Comm) error {
 		switch c.Rank() {
 		case 1:
@@ -51,8 +57,11 @@ func TestUnexpectedBoundThrottles(t *testing.T) {
 				return fmt.Errorf("the last of %d sends completed while the receiver held everything (%v)", n, err)
 			}
 			close(checked)
-			return mplite.Waitall(reqs...)
+			err := mplite.Waitall(reqs...)
+			<-counted
+			return err
 		case 0:
+			defer markCounted() // also when this rank fails early
 			for deadline := time.Now().Add(20 * time.Second); c.Stats().Held < depth; {
 				if time.Now().After(deadline) {
 					return fmt.Errorf("never held a receive buffer: %+v", c.Stats())
@@ -75,6 +84,7 @@ func TestUnexpectedBoundThrottles(t *testing.T) {
 				}
 			}
 			s := c.Stats()
+			markCounted()
 			if s.UnexpectedPeak > limit+depth*100 {
 				return fmt.Errorf("unexpected messages held %d bytes, bound %d", s.UnexpectedPeak, limit)
 			}
