@@ -783,9 +783,10 @@ const (
 	quietPollEvery = 8
 )
 
-// reap makes progress on rail r and handles every rail descriptor that
-// completed, and reports whether there was any. It polls the rail through its CQ, once when nothing is
-// there: a spinning waiter calls it over and over. Every completed rail
+// reap makes progress on rail r, handles every rail descriptor that
+// completed and reports whether there was any. It polls the rail through
+// its CQ, once when nothing is there: a spinning waiter calls it over and
+// over. Every completed rail
 // descriptor leaves an entry in the CQ, and an entry sends reap to drain
 // the queue it names: a descriptor drained along with another one's entry
 // (or taken back by resetRail) leaves a stale entry behind, which costs a
