@@ -563,7 +563,9 @@ func (c *Comm) onConnRequest(req connRequest) {
 			return
 		}
 		// q is lower: its request wins. Abandon ours (its goroutine
-		// finds itself superseded) and accept on the same VI.
+		// finds itself superseded) and accept on the same VI; the
+		// accept also abandons our request if its goroutine only now
+		// started it.
 		_ = p.v.Disconnect()
 	default:
 		_ = req.reject()

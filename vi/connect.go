@@ -139,8 +139,9 @@ func (v *VI) ConnectRequest(ctx context.Context, remote Address) error {
 	}
 	v.begin(modeClient, remote, mac)
 	v.connFrame(reliability.KindConnReq, 0, 0)
+	attempt := v.localConnID
 	p.mu.Unlock()
-	return v.awaitConnect(ctx, reliability.KindConnReq)
+	return v.awaitConnect(ctx, reliability.KindConnReq, attempt)
 }
 
 // ConnectPeer connects v to a VI at remote that makes the same call with
@@ -166,11 +167,14 @@ func (v *VI) ConnectPeer(ctx context.Context, remote Address) error {
 	}
 	v.begin(modePeer, remote, mac)
 	v.connFrame(reliability.KindPeerReq, 0, 0)
+	attempt := v.localConnID
 	p.mu.Unlock()
-	return v.awaitConnect(ctx, reliability.KindPeerReq)
+	return v.awaitConnect(ctx, reliability.KindPeerReq, attempt)
 }
 
-func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind) error {
+// awaitConnect waits for the attempt that begin started with nonce
+// attempt; an Accept on v meanwhile supersedes it.
+func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind, attempt uint32) error {
 	p := v.p
 	retry := p.opts.ConnectRetry
 	for {
@@ -178,6 +182,11 @@ func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind) error {
 		err := p.wait(rctx, v.stateWake, func() bool { return v.state != Pending })
 		cancel()
 		p.mu.Lock()
+		if v.localConnID != attempt {
+			err := fmt.Errorf("vi %d: connect to %v: %w: superseded by an Accept on the VI", v.id, v.remote, ErrState)
+			p.mu.Unlock()
+			return err
+		}
 		switch v.state {
 		case Connected:
 			p.mu.Unlock()
@@ -238,6 +247,12 @@ func (p *Provider) ConnectWait(ctx context.Context, discriminator uint64) (*Conn
 // Accept connects v, which must be Idle and have the requested reliability
 // level, to the requesting VI (VipConnectAccept). On ErrAttributes the
 // request is still open: Reject it or Accept with another VI.
+//
+// A ConnectRequest or ConnectPeer still under way on v is abandoned: that
+// call fails with ErrState and the VI serves the accepted request. This
+// settles two requests that cross (each end asked the other, one accepts)
+// even when the accepting end's own request started just before, as in
+// package bonding.
 func (r *ConnRequest) Accept(v *VI) error {
 	p := r.p
 	if v.p != p {
@@ -250,6 +265,10 @@ func (r *ConnRequest) Accept(v *VI) error {
 	}
 	if r.handled {
 		return fmt.Errorf("vi %d: accept: %w: request already answered", v.id, ErrState)
+	}
+	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) {
+		v.state, v.mode = Idle, modeNone
+		signal(v.stateWake)
 	}
 	if v.state != Idle {
 		return fmt.Errorf("vi %d: accept: %w: %v", v.id, ErrState, v.state)

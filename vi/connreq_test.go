@@ -1,11 +1,13 @@
 package vi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/nic/memnic"
 )
 
@@ -42,5 +44,70 @@ func TestRepeatedRequestNotRequeued(t *testing.T) {
 	}
 	if err := <-done; !errors.Is(err, ErrRejected) {
 		t.Fatalf("client: %v, want ErrRejected", err)
+	}
+}
+
+// Two ends ask each other at once and one accepts the other's request on
+// the VI whose own request is still under way: the accept wins, the
+// abandoned request fails with ErrState, and the connection works.
+func TestAcceptSupersedesOwnRequest(t *testing.T) {
+	sw := memnic.NewSwitch(2)
+	a := newHost(t, sw, 1500, memnic.Faults{}, Options{ConnectRetry: 2 * time.Millisecond}, 1<<16)
+	b := newHost(t, sw, 1500, memnic.Faults{}, Options{ConnectRetry: 2 * time.Millisecond}, 1<<16)
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery})
+	const disc = 11
+	// a asks b, which never answers it.
+	aDone := make(chan error, 1)
+	go func() {
+		aDone <- va.ConnectRequest(ctxT(t, 10*time.Second), Address{MAC: b.p.Attributes().HardwareAddr, Discriminator: disc})
+	}()
+	for deadline := time.Now().Add(5 * time.Second); va.State() != Pending; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a's request never started: %v", va.State())
+		}
+	}
+	// b asks a; a accepts it on va, whose own request is pending.
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- vb.ConnectRequest(ctxT(t, 10*time.Second), Address{MAC: a.p.Attributes().HardwareAddr, Discriminator: disc})
+	}()
+	req, err := a.p.ConnectWait(ctxT(t, 5*time.Second), disc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Accept(va); err != nil {
+		t.Fatalf("accept on a VI with its own request under way: %v", err)
+	}
+	if err := <-aDone; !errors.Is(err, ErrState) {
+		t.Fatalf("a's own request: %v, want ErrState (superseded)", err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatalf("b's request: %v", err)
+	}
+	if va.State() != Connected || vb.State() != Connected {
+		t.Fatalf("states %v and %v, want both connected", va.State(), vb.State())
+	}
+	// The connection carries a message both ways.
+	ctx := ctxT(t, 10*time.Second)
+	for _, pair := range []struct {
+		from, to       *VI
+		fromHost, host *host
+	}{{va, vb, a, b}, {vb, va, b, a}} {
+		src, dst := pair.fromHost.buf(t, 100), pair.host.buf(t, 100)
+		for i := range src.Buf {
+			src.Buf[i] = byte(i)
+		}
+		rd := &descriptors.Descriptor{Segments: []descriptors.Segment{dst}}
+		if err := pair.to.PostRecv(rd); err != nil {
+			t.Fatal(err)
+		}
+		if err := pair.from.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{src}}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := pair.to.RecvWait(ctx)
+		if err != nil || d.Length != 100 || !bytes.Equal(dst.Buf, src.Buf) {
+			t.Fatalf("message after the crossed connect: %v length %d", err, d.Length)
+		}
 	}
 }
