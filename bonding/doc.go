@@ -77,7 +77,7 @@
 //
 // Each bonded VI has one vi.VI per rail at reliable reception, so a rail
 // send completes only once the peer has the bytes, and one vi.CQ per rail.
-// A rail holds back the acknowledgement a message asks for by
+// A rail holds back the acknowledgement a send (not an RDMA write) asks for by
 // Options.AckReqDelay (DefaultAckReqDelay), so that the reply of a
 // ping-pong carries it instead of a frame of its own ahead of the reply.
 // Every bond message carries a 32-byte bond header (wire.go): the bond

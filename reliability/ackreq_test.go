@@ -119,3 +119,17 @@ func TestAckRequestOfRetransmissionAnsweredAtOnce(t *testing.T) {
 		t.Fatal("a retransmission's acknowledgement request waited for AckReqDelay")
 	}
 }
+
+func TestAckRequestOfRDMAWriteAnsweredAtOnce(t *testing.T) {
+	s := newSim(t, ReliableReception, 1, 8, func(c *Config) { c.AckReqDelay = time.Millisecond })
+	frames := sendOne(t, s, 1)
+	var h Header
+	if err := Parse(frames[0], &h); err != nil {
+		t.Fatal(err)
+	}
+	h.Kind = KindWrite // the last frame of an RDMA write: nobody answers it
+	s.b.c.Input(s.now, &h)
+	if !s.b.c.Pending() || ackFrames(t, s) != 1 {
+		t.Fatal("an RDMA write's acknowledgement request waited for AckReqDelay")
+	}
+}

@@ -90,11 +90,12 @@ type Config struct {
 	// AckDelay bounds how long an acknowledgement may wait for a frame to
 	// ride on (default 100µs).
 	AckDelay time.Duration
-	// AckReqDelay lets the acknowledgement that a message's last frame asks
-	// for (FlagAckReq, sent by ReliableReception so that its send can
+	// AckReqDelay lets the acknowledgement that the last frame of a send
+	// asks for (FlagAckReq, sent by ReliableReception so that the send can
 	// complete) wait this long for a frame of ours to ride on, usually the
 	// reply a ping-pong is about to send; zero (the default) sends it at
-	// once. Retransmissions and probes are always answered at once.
+	// once. RDMA writes and reads, retransmissions and probes are always
+	// answered at once.
 	AckReqDelay time.Duration
 	// AckEvery forces an acknowledgement after this many frames (default
 	// RecvWindow/8).
@@ -620,10 +621,12 @@ func (c *Conn) Deliver(now Time, h *Header) {
 	}
 }
 
-// ackRequested answers a frame's FlagAckReq: at once, or for a message's
-// last frame sent the first time, within AckReqDelay.
+// ackRequested answers a frame's FlagAckReq: at once, or for the last
+// frame of a send (sent the first time) within AckReqDelay. A send lands
+// in a receive the peer's program waits on, which often answers it; an
+// RDMA write does not, and its writer usually waits for its completion.
 func (c *Conn) ackRequested(now Time, h *Header) {
-	if c.cfg.AckReqDelay <= 0 || h.Flags&(FlagLast|FlagRetx) != FlagLast || !h.Kind.Sequenced() {
+	if c.cfg.AckReqDelay <= 0 || h.Flags&(FlagLast|FlagRetx) != FlagLast || h.Kind != KindData {
 		c.ackNow = true
 		return
 	}

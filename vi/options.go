@@ -63,8 +63,9 @@ type Options struct {
 	// reliability.Config.
 	RTOInit, RTOMin, RTOMax, AckDelay time.Duration
 	// AckReqDelay is how long this end may hold back the acknowledgement a
-	// ReliableReception message asks for, so that a reply carries it instead
-	// of a frame of its own (reliability.Config.AckReqDelay; zero: at once).
+	// ReliableReception send asks for, so that a reply carries it instead of
+	// a frame of its own (reliability.Config.AckReqDelay; zero: at once).
+	// RDMA writes are acknowledged at once.
 	// It delays the peer's send completion by as much when no reply comes.
 	AckReqDelay time.Duration
 	// ConnectRetry is the first interval between repeated connection
