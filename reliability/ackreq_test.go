@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// sendOne queues one single-frame message on a and returns the frames a
-// puts on the wire for it.
-func sendOne(t *testing.T, s *sim, seed uint64) [][]byte {
+// sendOne queues one single-frame message on a and returns the frame a
+// puts on the wire for it, and its header.
+func sendOne(t *testing.T, s *sim, seed uint64) ([]byte, Header) {
 	t.Helper()
 	s.a.sendMsgs = append(s.a.sendMsgs, randomMessages(rand.New(rand.NewPCG(seed, 1)), 1, 100)...)
 	s.a.pump(s.now)
@@ -23,7 +23,7 @@ func sendOne(t *testing.T, s *sim, seed uint64) [][]byte {
 	if h.Flags&(FlagAckReq|FlagLast) != FlagAckReq|FlagLast {
 		t.Fatalf("reliable reception's last frame has flags %#x, want an acknowledgement request", h.Flags)
 	}
-	return append([][]byte(nil), s.out...)
+	return append([]byte(nil), s.out[0]...), h
 }
 
 // ackFrames returns the stand-alone acknowledgements b sends at now.
@@ -45,9 +45,8 @@ func ackFrames(t *testing.T, s *sim) int {
 
 func TestAckRequestAnsweredAtOnceByDefault(t *testing.T) {
 	s := newSim(t, ReliableReception, 1, 8, nil)
-	for _, f := range sendOne(t, s, 1) {
-		s.b.input(s.now, f)
-	}
+	f, _ := sendOne(t, s, 1)
+	s.b.input(s.now, f)
 	if !s.b.c.Pending() || ackFrames(t, s) != 1 {
 		t.Fatal("without AckReqDelay the requested acknowledgement did not go out at once")
 	}
@@ -56,9 +55,8 @@ func TestAckRequestAnsweredAtOnceByDefault(t *testing.T) {
 func TestAckRequestWaitsForReply(t *testing.T) {
 	const delay = 30 * time.Microsecond
 	s := newSim(t, ReliableReception, 1, 8, func(c *Config) { c.AckReqDelay = delay })
-	for _, f := range sendOne(t, s, 1) {
-		s.b.input(s.now, f)
-	}
+	f, _ := sendOne(t, s, 1)
+	s.b.input(s.now, f)
 	if s.b.c.Pending() || ackFrames(t, s) != 0 {
 		t.Fatal("the requested acknowledgement went out before AckReqDelay")
 	}
@@ -90,9 +88,8 @@ func TestAckRequestWaitsForReply(t *testing.T) {
 	}
 
 	// No reply: the acknowledgement goes out once the delay is over.
-	for _, f := range sendOne(t, s, 2) {
-		s.b.input(s.now, f)
-	}
+	f, _ = sendOne(t, s, 2)
+	s.b.input(s.now, f)
 	s.now = s.now.Add(delay - time.Microsecond)
 	if n := ackFrames(t, s); n != 0 {
 		t.Fatalf("%d acknowledgements before the delay ended", n)
@@ -105,11 +102,7 @@ func TestAckRequestWaitsForReply(t *testing.T) {
 
 func TestAckRequestOfRetransmissionAnsweredAtOnce(t *testing.T) {
 	s := newSim(t, ReliableReception, 1, 8, func(c *Config) { c.AckReqDelay = time.Millisecond })
-	frames := sendOne(t, s, 1)
-	var h Header
-	if err := Parse(frames[0], &h); err != nil {
-		t.Fatal(err)
-	}
+	_, h := sendOne(t, s, 1)
 	h.Flags |= FlagRetx
 	if v := s.b.c.Input(s.now, &h); v&Accept == 0 {
 		t.Fatalf("verdict %v", v)
@@ -122,11 +115,7 @@ func TestAckRequestOfRetransmissionAnsweredAtOnce(t *testing.T) {
 
 func TestAckRequestOfRDMAWriteAnsweredAtOnce(t *testing.T) {
 	s := newSim(t, ReliableReception, 1, 8, func(c *Config) { c.AckReqDelay = time.Millisecond })
-	frames := sendOne(t, s, 1)
-	var h Header
-	if err := Parse(frames[0], &h); err != nil {
-		t.Fatal(err)
-	}
+	_, h := sendOne(t, s, 1)
 	h.Kind = KindWrite // the last frame of an RDMA write: nobody answers it
 	s.b.c.Input(s.now, &h)
 	if !s.b.c.Pending() || ackFrames(t, s) != 1 {

@@ -535,12 +535,14 @@ func (p *Provider) background() {
 		default:
 		}
 		now := p.now()
-		if last := reliability.Time(p.lastActive.Load()); p.spinners.Load() > 0 || now-last < reliability.Time(p.opts.MaxBlock) {
+		last := reliability.Time(p.lastActive.Load())
+		spinning := p.spinners.Load() > 0
+		if spinning || now-last < reliability.Time(p.opts.MaxBlock) {
 			p.mu.Lock()
 			next := p.nextDeadline
 			p.mu.Unlock()
 			wait := timeUntil(int64(next), int64(now))
-			if p.spinners.Load() > 0 || now-last < reliability.Time(pollGrace) {
+			if spinning || now-last < reliability.Time(pollGrace) {
 				// A poller runs the timers as it polls; waking for
 				// them (an acknowledgement due in microseconds, say)
 				// would only take a CPU from it. Should it stop,
