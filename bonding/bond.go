@@ -131,6 +131,10 @@ type Bond struct {
 	macs  []net.HardwareAddr
 	epoch time.Time
 
+	// blocked counts the waiters sleeping in each rail's device
+	// (VI.sleep); whoever publishes a completion interrupts those.
+	blocked [maxRails]atomic.Int32
+
 	mu      sync.RWMutex
 	closed  bool
 	ptags   [][maxRails]vi.PTag // bond tag t is index t-1
@@ -321,3 +325,13 @@ func (b *Bond) lookup(h descriptors.MemHandle) *region {
 
 // now is nanoseconds since the bond opened.
 func (b *Bond) now() int64 { return int64(time.Since(b.epoch)) + 1 }
+
+// interruptBlocked wakes the waiters sleeping in a rail's device: something
+// they may wait for has happened elsewhere. It costs nothing while none is.
+func (b *Bond) interruptBlocked() {
+	for r, p := range b.rails {
+		if b.blocked[r].Load() > 0 {
+			p.Interrupt()
+		}
+	}
+}

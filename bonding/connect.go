@@ -385,7 +385,8 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		if v.pollers.Load() > 0 {
+		// A waiter asleep in this rail's device handles its frames too.
+		if v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 {
 			t.Reset(maxSleep)
 			select {
 			case <-v.railWake[r]:
@@ -745,6 +746,7 @@ func (v *VI) failLocked(cause error, failPos uint64, status descriptors.Status, 
 	}
 	signal(v.sendWake)
 	signal(v.recvWake)
+	v.b.interruptBlocked()
 }
 
 // flushRecvs completes every pending receive as flushed.

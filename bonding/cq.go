@@ -134,9 +134,17 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 	// spun holds the VIs whose pollers count this wait raised while it
 	// spins (see VI.pollers).
 	var spun *[]*VI
+	var sl sleeper
+	var slept []*VI
 	defer func() {
 		if spun != nil {
 			doneSpinningAll(*spun, false)
+		}
+		if sl.armed {
+			sl.disarm(cq.b)
+			for _, v := range slept {
+				v.sleepers.Add(-1)
+			}
 		}
 	}()
 	for {
@@ -168,16 +176,32 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 			}
 			continue
 		}
-		vis := *cq.vis.Load()
-		for _, v := range vis {
-			v.sleepers.Add(1)
+		// Armed, the wait looks once more before it sleeps (see
+		// VI.waitQ).
+		if !sl.armed {
+			slept = *cq.vis.Load()
+			for _, v := range slept {
+				v.sleepers.Add(1)
+			}
+			r := -1
+			if len(slept) > 0 {
+				// The rails are the bond's: every VI's first live rail
+				// is the same one unless some rail failed for some.
+				v := slept[0]
+				v.mu.Lock()
+				r = v.blockRail()
+				v.mu.Unlock()
+			}
+			sl.arm(cq.b, r, nil, slept)
+			if spun != nil {
+				doneSpinningAll(*spun, true)
+				spun = nil
+			}
+			continue
 		}
-		if spun != nil {
-			doneSpinningAll(*spun, true)
-			spun = nil
-		}
-		cq.timers.sleep(ctx, cq.wake)
-		for _, v := range vis {
+		sl.sleep(ctx, cq.b, &cq.timers, cq.wake)
+		sl.disarm(cq.b)
+		for _, v := range slept {
 			v.sleepers.Add(-1)
 		}
 		start = 0
@@ -193,6 +217,7 @@ func (cq *CQ) Close() error {
 	}
 	cq.closed = true
 	signal(cq.wake)
+	cq.b.interruptBlocked()
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package bonding
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -125,4 +126,59 @@ func TestNoYieldOnLockedThreads(t *testing.T) {
 		t.Fatal("NoYield lost in the bond's options")
 	}
 	pingPong(t, a, b, va, vb, 2000, true)
+}
+
+// TestWaitsSleepInRailDevice: waits that block at once (SpinTime < 0) sleep
+// in the first rail's device, where the peer's frames wake them, and a
+// ping-pong over two rails completes intact. A CQ wait does the same.
+func TestWaitsSleepInRailDevice(t *testing.T) {
+	o := testOptions()
+	o.SpinTime = -1
+	a, b := memPair(t, 2, 1500, memnic.Faults{}, o, 1<<16)
+	va, vb := a.newVI(t, Attributes{}), b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 33)
+	pingPong(t, a, b, va, vb, 300, false)
+	for name, v := range map[string]*VI{"a": va, "b": vb} {
+		s := v.Stats()
+		if s.DeviceSleeps == 0 || s.DeviceSleeps > s.Sleeps {
+			t.Errorf("%s: %d sleeps, %d of them in a rail device: want some, and no more than all", name, s.Sleeps, s.DeviceSleeps)
+		}
+	}
+
+	// Another VI's rail goroutine would hold the device (see sleeper).
+	mustf(t, va.Close(), "close")
+	mustf(t, vb.Close(), "close")
+	cq, err := b.b.NewCQ(1 << 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vc := b.newVI(t, Attributes{RecvCQ: cq})
+	vd := a.newVI(t, Attributes{})
+	connect(t, b, a, vc, vd, 34)
+	ctx := ctxT(t, 30*time.Second)
+	src, dst := a.buf(t, 1), b.buf(t, 1)
+	for i := range 50 {
+		mustf(t, vc.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{dst}}), "post recv")
+		errc := make(chan error, 1)
+		go func() {
+			c, err := cq.Wait(ctx)
+			if err == nil && (!c.Recv || c.VI != vc) {
+				err = fmt.Errorf("completion %+v, want vc's receive", c)
+			}
+			errc <- err
+		}()
+		src.Buf[0] = byte(i)
+		mustf(t, vd.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{src}}), "post send")
+		mustf(t, <-errc, "cq wait %d", i)
+		d, ok := vc.RecvDone()
+		if !ok || d.Length != 1 || dst.Buf[0] != byte(i) {
+			t.Fatalf("message %d: %v %v, byte %d", i, d, ok, dst.Buf[0])
+		}
+		if _, err := vd.SendWait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := vc.Stats(); s.DeviceSleeps == 0 {
+		t.Errorf("CQ waits: %d sleeps, none in a rail device", s.Sleeps)
+	}
 }

@@ -128,7 +128,11 @@ type VIStats struct {
 	Credits uint64
 	// Queries counts handle queries sent for RDMA writes.
 	Queries uint64
-	Rails   []RailStats
+	// Sleeps counts the times a wait for this VI (VI or CQ wait) blocked;
+	// DeviceSleeps those of them spent in a rail's device, where a frame
+	// wakes the waiter directly, rather than on a channel.
+	Sleeps, DeviceSleeps uint64
+	Rails                []RailStats
 }
 
 // work is one thing to send on a rail: a block, an RDMA piece (or a longer
@@ -282,8 +286,14 @@ type VI struct {
 	pollers  atomic.Int32
 	sleepers atomic.Int32 // waiters blocked on a wake channel
 	railWake []chan struct{}
-	timers   timerPool
-	stats    VIStats
+	// blockedOn counts the waiters for this VI asleep in each rail's
+	// device (sleeper): the rail's goroutine leaves the rail to them.
+	blockedOn [maxRails]atomic.Int32
+	// sleeps and deviceSleeps are VIStats.Sleeps and DeviceSleeps,
+	// counted without v.mu.
+	sleeps, deviceSleeps atomic.Uint64
+	timers               timerPool
+	stats                VIStats
 }
 
 // NewVI creates a bonded VI in the Idle state: one reliable-reception VI
@@ -474,6 +484,7 @@ func (v *VI) Stats() VIStats {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s := v.stats
+	s.Sleeps, s.DeviceSleeps = v.sleeps.Load(), v.deviceSleeps.Load()
 	s.Rails = make([]RailStats, len(v.rails))
 	for i, rl := range v.rails {
 		s.Rails[i] = rl.stats
@@ -664,10 +675,12 @@ func (v *VI) RecvWait(ctx context.Context) (*descriptors.Descriptor, error) {
 func (v *VI) waitQ(ctx context.Context, recv bool) (*descriptors.Descriptor, error) {
 	var start int64
 	spinning := false
+	var sl sleeper
 	defer func() {
 		if spinning {
 			v.doneSpinning(false)
 		}
+		sl.disarm(v.b)
 	}()
 	for {
 		v.mu.Lock()
@@ -715,19 +728,119 @@ func (v *VI) waitQ(ctx context.Context, recv bool) (*descriptors.Descriptor, err
 			continue
 		}
 		// About to block (counted first, so that a spinner that stops
-		// meanwhile sees it): the rail goroutines must take over.
-		v.sleepers.Add(1)
-		if spinning {
-			spinning = false
-			v.doneSpinning(true)
+		// meanwhile sees it): the rail goroutines must take over. Armed,
+		// the wait looks once more before it sleeps, so that nothing
+		// published before publishers could see it is missed.
+		if !sl.armed {
+			v.sleepers.Add(1)
+			v.mu.Lock()
+			r := v.blockRail()
+			v.mu.Unlock()
+			sl.arm(v.b, r, v, nil)
+			if spinning {
+				spinning = false
+				v.doneSpinning(true)
+			}
+			continue
 		}
 		wake := v.sendWake
 		if recv {
 			wake = v.recvWake
 		}
-		v.timers.sleep(ctx, wake)
+		sl.sleep(ctx, v.b, &v.timers, wake)
+		sl.disarm(v.b)
 		v.sleepers.Add(-1)
 		start = 0
+	}
+}
+
+// blockRail is the rail whose device a blocking waiter sleeps in: the
+// first live one, which carries the peer's small messages; -1 when none
+// is. v.mu is held.
+func (v *VI) blockRail() int {
+	for r, rl := range v.rails {
+		if rl.live && !rl.failed {
+			return r
+		}
+	}
+	return -1
+}
+
+// sleeper is a waiter about to block. Armed on a rail, it is counted in
+// Bond.blocked, so that publishers interrupt that rail's device; it then
+// sleeps in the device itself (vi.Provider.Block), where a frame of the
+// rail wakes its thread directly, rather than on a wake channel, which a
+// rail goroutine, itself woken first, would signal. It sleeps on the
+// channel when the device is taken (a rail goroutine or the provider's
+// background goroutine holds it) or cannot be interrupted.
+//
+// The rail goroutines of the VIs it waits for stay parked on that rail
+// while it sleeps there (VI.blockedOn): it takes their frames off the rail
+// itself when it wakes. Other VIs' rail goroutines carry on.
+type sleeper struct {
+	armed bool
+	rail  int
+	vi    *VI   // a VI wait's VI, or nil
+	vis   []*VI // a CQ wait's VIs
+}
+
+// arm counts the sleeper for rail (none when -1) and the VI v or the VIs
+// vis it waits for.
+func (s *sleeper) arm(b *Bond, rail int, v *VI, vis []*VI) {
+	s.armed, s.rail, s.vi, s.vis = true, rail, v, vis
+	s.count(b, 1)
+}
+
+func (s *sleeper) disarm(b *Bond) {
+	if s.armed {
+		s.count(b, -1)
+	}
+	s.armed, s.vi, s.vis = false, nil, nil
+}
+
+func (s *sleeper) count(b *Bond, n int32) {
+	if s.rail < 0 {
+		return
+	}
+	if s.vi != nil {
+		s.vi.blockedOn[s.rail].Add(n)
+	}
+	for _, v := range s.vis {
+		v.blockedOn[s.rail].Add(n)
+	}
+	b.blocked[s.rail].Add(n)
+}
+
+func (s *sleeper) sleep(ctx context.Context, b *Bond, timers *timerPool, wake chan struct{}) {
+	s.note(false)
+	if s.rail >= 0 {
+		dl := time.Now().Add(maxSleep)
+		if d, ok := ctx.Deadline(); ok && d.Before(dl) {
+			dl = d
+		}
+		if b.rails[s.rail].Block(dl) {
+			s.note(true)
+			return
+		}
+	}
+	timers.sleep(ctx, wake)
+}
+
+// note counts a sleep (in the device) on every VI the sleeper waits for.
+func (s *sleeper) note(device bool) {
+	if s.vi != nil {
+		s.vi.noteSleep(device)
+	}
+	for _, v := range s.vis {
+		v.noteSleep(device)
+	}
+}
+
+func (v *VI) noteSleep(device bool) {
+	if device {
+		v.deviceSleeps.Add(1)
+	} else {
+		v.sleeps.Add(1)
 	}
 }
 
@@ -1081,6 +1194,7 @@ func (v *VI) maybeCredit() {
 
 // publish completes, in order, the user descriptors that are done.
 func (v *VI) publish() {
+	published := false
 	for v.sqReap < v.sq.Back() {
 		st := &v.ss[v.sq.Slot(v.sqReap)]
 		if !st.done {
@@ -1098,6 +1212,7 @@ func (v *VI) publish() {
 			cq.push(v, false)
 		}
 		signal(v.sendWake)
+		published = true
 	}
 	for v.rqNext < v.rq.Back() {
 		rs := &v.rs[v.rq.Slot(v.rqNext)]
@@ -1126,6 +1241,10 @@ func (v *VI) publish() {
 			cq.push(v, true)
 		}
 		signal(v.recvWake)
+		published = true
+	}
+	if published {
+		v.b.interruptBlocked()
 	}
 }
 

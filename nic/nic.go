@@ -60,6 +60,17 @@ type Device interface {
 	Close() error
 }
 
+// Interrupter is implemented by devices whose Wait another goroutine can cut
+// short. A caller that drives progress itself can then sleep in the kernel
+// on the device it expects frames from, and still be woken when something
+// else (another device, another goroutine) has work for it.
+type Interrupter interface {
+	// Interrupt makes a Wait under way return nil at once, or, when none
+	// is, the next Wait. Interrupts do not queue up: several before a Wait
+	// end that one Wait only. It never blocks and allocates nothing.
+	Interrupt()
+}
+
 // Stats are a device's counters since it was opened.
 type Stats struct {
 	TxFrames, TxBytes uint64

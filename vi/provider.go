@@ -77,6 +77,7 @@ type Provider struct {
 	pollMu     sync.Mutex // the poll token: its holder may block in dev.Wait
 	spinners   atomic.Int32
 	lastActive atomic.Int64 // when a caller last stopped polling
+	blockers   atomic.Int32 // callers in Block
 	done       chan struct{}
 	bgDone     chan struct{}
 	timers     timerpool.Pool // idle timers of blocked waiters, kept for reuse
@@ -511,6 +512,51 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 	}
 }
 
+// Block sleeps in the device until frames may have arrived, Interrupt is
+// called, the deadline or the provider's next timer passes, so that a
+// caller that drives progress itself (a bond, through CQ.Done) can sleep
+// in the kernel, where an arriving frame wakes it directly, instead of
+// waiting for a goroutine that another wake-up must run first. It reports
+// false at once, without sleeping, when another goroutine holds the device
+// (a blocking wait, the background goroutine) or the device cannot be
+// interrupted: the caller must then wait some other way. The caller makes
+// progress afterwards (CQ.Done); Block only sleeps.
+func (p *Provider) Block(deadline time.Time) bool {
+	if _, ok := p.dev.(nic.Interrupter); !ok || !p.pollMu.TryLock() {
+		return false
+	}
+	// The background goroutine leaves the device to a blocker, as to a
+	// spinner: it polls as soon as it wakes.
+	p.blockers.Add(1)
+	defer p.blockers.Add(-1)
+	p.mu.Lock()
+	next := p.nextDeadline
+	p.mu.Unlock()
+	if next != never {
+		if dl := p.wallClock(next); deadline.IsZero() || dl.Before(deadline) {
+			deadline = dl
+		}
+	}
+	err := p.dev.Wait(deadline)
+	p.pollMu.Unlock()
+	p.lastActive.Store(int64(p.now()))
+	if err != nil && errors.Is(err, nic.ErrClosed) {
+		p.mu.Lock()
+		p.deviceFailed(p.now(), err)
+		p.mu.Unlock()
+	}
+	return true
+}
+
+// Interrupt ends a Block under way (or the next one) at once. It never
+// blocks; on a device that cannot be interrupted it does nothing, and Block
+// never sleeps there.
+func (p *Provider) Interrupt() {
+	if in, ok := p.dev.(nic.Interrupter); ok {
+		in.Interrupt()
+	}
+}
+
 func (p *Provider) stopSpin() {
 	p.lastActive.Store(int64(p.now()))
 	p.spinners.Add(-1)
@@ -536,7 +582,7 @@ func (p *Provider) background() {
 		}
 		now := p.now()
 		last := reliability.Time(p.lastActive.Load())
-		spinning := p.spinners.Load() > 0
+		spinning := p.spinners.Load() > 0 || p.blockers.Load() > 0
 		if spinning || now-last < reliability.Time(p.opts.MaxBlock) {
 			p.mu.Lock()
 			next := p.nextDeadline

@@ -30,6 +30,7 @@ type options struct {
 	local, mem         bool
 	module, driver     string
 	links              int
+	pin                bool
 	rate               string
 	mtu                int
 	drop, corrupt      float64
@@ -74,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.module, "module", "raw", "what to measure: raw|vi|rdma|mplite|tcp")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket|afxdp (-local and -iface)")
 	fs.IntVar(&o.links, "links", 1, "parallel links (NICs) between the two hosts")
+	fs.BoolVar(&o.pin, "pin", true, "-local: run each end's thread on its own CPU, as on two hosts")
 	fs.StringVar(&o.rate, "rate", "", "per-link rate limit, e.g. 1gbit (builds a switch)")
 	fs.IntVar(&o.mtu, "mtu", 0, "link MTU (default 1500)")
 	fs.Float64Var(&o.drop, "drop", 0, "random frame loss probability on every link (builds a switch)")

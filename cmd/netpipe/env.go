@@ -16,6 +16,7 @@ import (
 	"github.com/ethervia/ethervia/nic/afxdp"
 	"github.com/ethervia/ethervia/nic/memnic"
 	"github.com/ethervia/ethervia/testbed"
+	"golang.org/x/sys/unix"
 )
 
 // modules lists the -module choices: the library's raw and tcp, plus the
@@ -190,7 +191,11 @@ func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment
 		}
 	}
 	for i, h := range hosts {
-		env.ends = append(env.ends, end{ep: eps[i], goIn: h.Go})
+		goIn := h.Go
+		if o.pin {
+			goIn = pinned(h.Go, i)
+		}
+		env.ends = append(env.ends, end{ep: eps[i], goIn: goIn})
 	}
 	return env, nil
 }
@@ -235,4 +240,44 @@ func twoMachineEnv(o *options, mod netpipe.Module) (*environment, error) {
 	env.describe = fmt.Sprintf("two-machine %s on %v", role, o.ifaces)
 	env.ends = []end{{ep: ep}}
 	return env, nil
+}
+
+// pinned wraps goIn so that end i's thread runs on CPU i (modulo the CPUs
+// this process may use). Two ends of one process are two hosts: left to the
+// scheduler, its wake-up placement often puts both spinning threads on one
+// CPU, where each spins out its window while the other waits for the CPU,
+// and every message then takes about the spin time.
+func pinned(goIn func(func() error) <-chan error, i int) func(func() error) <-chan error {
+	return func(fn func() error) <-chan error {
+		return goIn(func() error {
+			if err := pinThread(i); err != nil {
+				return err
+			}
+			return fn()
+		})
+	}
+}
+
+// pinThread binds the calling (locked) thread to the i-th CPU of the
+// process's affinity mask. With a single CPU it does nothing.
+func pinThread(i int) error {
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return fmt.Errorf("pin end %d: %w", i, err)
+	}
+	var cpus []int
+	for c := range 1024 {
+		if all.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) < 2 {
+		return nil
+	}
+	var one unix.CPUSet
+	one.Set(cpus[i%len(cpus)])
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("pin end %d to CPU %d: %w", i, cpus[i%len(cpus)], err)
+	}
+	return nil
 }

@@ -75,12 +75,14 @@ type Device struct {
 	rerr   syscall.Errno
 	recvFn func(fd uintptr)
 
-	// Wait sleeps in ppoll(2) on the socket and an eventfd that Close
-	// signals; waitMu keeps Close from freeing the descriptors under it.
+	// Wait sleeps in ppoll(2) on the socket, an eventfd that Close
+	// signals and one that Interrupt signals; waitMu keeps Close from
+	// freeing the descriptors under it (and under Interrupt).
 	waitMu  sync.RWMutex
 	fd      int
 	efd     int
-	pollFds [2]unix.PollFd
+	ifd     int
+	pollFds [3]unix.PollFd
 	pollTs  unix.Timespec
 
 	// Send side, used by one sender at a time.
@@ -242,6 +244,10 @@ func (d *Device) setup() error {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	d.efd = efd
+	if d.ifd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
+		unix.Close(d.efd)
+		return fmt.Errorf("eventfd: %w", err)
+	}
 	return nil
 }
 
@@ -290,6 +296,24 @@ func (d *Device) readKernelStats() {
 	}
 }
 
+// Interrupt implements nic.Interrupter with an eventfd that Wait polls.
+func (d *Device) Interrupt() {
+	d.waitMu.RLock()
+	defer d.waitMu.RUnlock()
+	if d.closed.Load() {
+		return
+	}
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(d.ifd, one[:])
+}
+
+// drainEventfd resets a non-blocking eventfd's counter.
+func drainEventfd(fd int) {
+	var b [8]byte
+	_, _ = unix.Read(fd, b[:])
+}
+
 // Close implements nic.Device.
 func (d *Device) Close() error {
 	if d.closed.Swap(true) {
@@ -302,6 +326,7 @@ func (d *Device) Close() error {
 	_, _ = unix.Write(d.efd, one[:])
 	d.waitMu.Lock()
 	unix.Close(d.efd)
+	unix.Close(d.ifd)
 	// Keep the last counts for Stats after Close.
 	d.statsMu.Lock()
 	d.readKernelStats()
@@ -406,6 +431,7 @@ func (d *Device) Wait(deadline time.Time) error {
 	}
 	d.pollFds[0] = unix.PollFd{Fd: int32(d.fd), Events: unix.POLLIN}
 	d.pollFds[1] = unix.PollFd{Fd: int32(d.efd), Events: unix.POLLIN}
+	d.pollFds[2] = unix.PollFd{Fd: int32(d.ifd), Events: unix.POLLIN}
 	for {
 		var ts *unix.Timespec
 		if !deadline.IsZero() {
@@ -424,6 +450,9 @@ func (d *Device) Wait(deadline time.Time) error {
 			return d.opErr("ppoll", err)
 		case d.closed.Load() || d.pollFds[1].Revents != 0:
 			return d.opErr("wait", nic.ErrClosed)
+		case d.pollFds[2].Revents != 0:
+			drainEventfd(d.ifd)
+			return nil
 		case n > 0:
 			return nil
 		}

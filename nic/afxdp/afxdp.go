@@ -18,7 +18,8 @@
 // The socket uses XDP_USE_NEED_WAKEUP: Send makes a sendto(2) system call only
 // when the kernel has set the tx ring's need-wakeup flag, and Recv calls
 // poll(2) only when the fill ring's flag is set. Wait blocks in poll(2) on the
-// socket and on an eventfd that Close writes, so Close wakes it.
+// socket and on two eventfds: one that Close writes, so Close wakes it, and
+// one that Interrupt writes.
 //
 // # veth
 //
@@ -127,6 +128,7 @@ type Device struct {
 	queue    int
 	filter   nic.Filter
 	fd, efd  int
+	ifd      int // Interrupt's eventfd
 	umem     []byte
 	layout   umemLayout
 	ringMem  [4][]byte
@@ -230,6 +232,7 @@ func open(cfg Config) (*Device, error) {
 		filter: cfg.Config.Filter(),
 		fd:     -1,
 		efd:    -1,
+		ifd:    -1,
 		layout: umemLayout{chunk: uint64(cfg.ChunkSize), count: uint64(cfg.Frames)},
 		hw:     ifi.HardwareAddr,
 		batch:  min(cfg.BatchSize, cfg.RingSize),
@@ -250,6 +253,10 @@ func open(cfg Config) (*Device, error) {
 func (d *Device) setup(cfg Config, ifindex int) error {
 	var err error
 	d.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("eventfd: %w", err)
+	}
+	d.ifd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("eventfd: %w", err)
 	}
@@ -638,8 +645,9 @@ func (d *Device) wakeFill() {
 // overflowing the timeout.
 const maxPollMs = 10_000
 
-// Wait implements nic.Device: poll(2) on the socket and the close eventfd,
-// with the remaining time rounded up to whole milliseconds. Wait does not
+// Wait implements nic.Device: poll(2) on the socket and the close and
+// interrupt eventfds, with the remaining time rounded up to whole
+// milliseconds. Wait does not
 // hold up Recv, and it allocates nothing, also when it times out.
 func (d *Device) Wait(deadline time.Time) error {
 	d.wmu.RLock()
@@ -659,7 +667,7 @@ func (d *Device) Wait(deadline time.Time) error {
 			}
 			ms = int(min((left+time.Millisecond-1)/time.Millisecond, maxPollMs))
 		}
-		fds := [2]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}, {Fd: int32(d.efd), Events: unix.POLLIN}}
+		fds := [3]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}, {Fd: int32(d.efd), Events: unix.POLLIN}, {Fd: int32(d.ifd), Events: unix.POLLIN}}
 		n, e := pollFds(fds[:], ms)
 		switch {
 		case e == unix.EINTR, e == 0 && n == 0:
@@ -669,6 +677,11 @@ func (d *Device) Wait(deadline time.Time) error {
 		}
 		if fds[1].Revents != 0 {
 			return d.errWaitEnd
+		}
+		if fds[2].Revents != 0 {
+			var b [8]byte
+			unix.Read(d.ifd, b[:])
+			return nil
 		}
 		if r := fds[0].Revents; r&(unix.POLLERR|unix.POLLNVAL) != 0 {
 			return fmt.Errorf("afxdp %s: wait: socket error (revents %#x)", d.iface, r)
@@ -729,6 +742,18 @@ func (d *Device) readKernelStats() {
 	}
 }
 
+// Interrupt implements nic.Interrupter with an eventfd that Wait polls.
+func (d *Device) Interrupt() {
+	d.wmu.RLock()
+	defer d.wmu.RUnlock()
+	if d.closed.Load() {
+		return
+	}
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	unix.Write(d.ifd, one[:])
+}
+
 // Close implements nic.Device. It wakes a blocked Wait and a waiting Send,
 // waits for them to leave, unregisters the socket from the steering program
 // (and detaches the program if the Device attached it), and frees the rings
@@ -780,6 +805,9 @@ func (d *Device) teardown() error {
 	}
 	if d.efd >= 0 {
 		errs = append(errs, unix.Close(d.efd))
+	}
+	if d.ifd >= 0 {
+		errs = append(errs, unix.Close(d.ifd))
 	}
 	return errors.Join(errs...)
 }

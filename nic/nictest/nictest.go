@@ -35,6 +35,7 @@ func Run(t *testing.T, mk Maker) {
 	t.Run("RecvBesideWait", func(t *testing.T) { testRecvBesideWait(t, mk(t)) })
 	t.Run("OversizeRefused", func(t *testing.T) { testOversize(t, mk(t)) })
 	t.Run("NoAllocations", func(t *testing.T) { testAllocs(t, mk(t)) })
+	t.Run("InterruptEndsWait", func(t *testing.T) { testInterrupt(t, mk(t)) })
 }
 
 // Frame writes an Ethervia frame from src to dst into b: the prefix, then
@@ -341,5 +342,48 @@ func testRecvBesideWait(t *testing.T, p Pair) {
 	close(stop)
 	if err := <-waited; err != nil {
 		t.Fatalf("Wait failed: %v", err)
+	}
+}
+
+// testInterrupt: Interrupt ends a blocked Wait with nil long before its
+// deadline; one given before a Wait ends that Wait at once, and only that
+// one; and an interrupted device still receives.
+func testInterrupt(t *testing.T, p Pair) {
+	in, ok := p.B.(nic.Interrupter)
+	if !ok {
+		t.Fatalf("%T does not implement nic.Interrupter", p.B)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- p.B.Wait(start.Add(10 * time.Second)) }()
+	time.Sleep(20 * time.Millisecond)
+	in.Interrupt()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("interrupted Wait returned %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Interrupt did not end a blocked Wait")
+	}
+	in.Interrupt()
+	in.Interrupt()
+	if err := p.B.Wait(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatalf("Wait after Interrupt returned %v, want nil at once", err)
+	}
+	if err := p.B.Wait(time.Now().Add(20 * time.Millisecond)); !errors.Is(err, nic.ErrTimeout) {
+		t.Fatalf("second Wait after two Interrupts returned %v, want ErrTimeout", err)
+	}
+	if n := testing.AllocsPerRun(100, in.Interrupt); n != 0 {
+		t.Fatalf("Interrupt allocates %v times", n)
+	}
+	if err := p.B.Wait(time.Now().Add(time.Second)); err != nil {
+		t.Fatalf("Wait after many Interrupts returned %v, want nil", err)
+	}
+	f := make([]byte, 64)
+	Frame(f, p, p.B, p.A, 11)
+	sendAll(t, p.A, [][]byte{f})
+	if got := NewReceiver(p.B).Collect(t, 1, time.Second); len(got) != 1 {
+		t.Fatal("no frame received after Interrupts")
 	}
 }

@@ -1,0 +1,108 @@
+package vi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// TestBlock: a caller blocked in Provider.Block wakes when a frame arrives,
+// when Interrupt is called and when the deadline passes, and Block refuses
+// at once while another goroutine holds the device.
+func TestBlock(t *testing.T) {
+	sw := memnic.NewSwitch(1)
+	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	cqB, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cqB})
+	connectCS(t, a, b, va, vb, 7)
+	rd := &descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}
+	if err := vb.PostRecv(rd); err != nil {
+		t.Fatal(err)
+	}
+
+	// Block is for callers that poll (a bond's waiter): poll as one does
+	// for a while first, so that the background goroutine leaves the
+	// device to the pollers.
+	pollAWhile := func() {
+		for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+			if _, ok := cqB.Done(); ok {
+				t.Fatal("unexpected completion")
+			}
+		}
+	}
+
+	// A frame ends the block; progress then finds the receive.
+	pollAWhile()
+	blocked := make(chan bool, 1)
+	go func() { blocked <- b.p.Block(time.Now().Add(10 * time.Second)) }()
+	time.Sleep(20 * time.Millisecond)
+	sd := &descriptors.Descriptor{Segments: []descriptors.Segment{a.buf(t, 5)}}
+	copy(sd.Segments[0].Buf, "hello")
+	if err := va.PostSend(sd); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ok := <-blocked:
+		if !ok {
+			t.Fatal("Block refused on an idle provider")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an arriving frame did not end Block")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if c, ok := cqB.Done(); ok {
+			if !c.Recv || c.VI != vb {
+				t.Fatalf("completion %+v, want vb's receive", c)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message that ended Block never completed")
+		}
+	}
+	if d, ok := vb.RecvDone(); !ok || string(d.Segments[0].Buf[:d.Length]) != "hello" {
+		t.Fatalf("received %v %v", d, ok)
+	}
+
+	// Interrupt ends it.
+	pollAWhile()
+	start := time.Now()
+	go func() { blocked <- b.p.Block(start.Add(10 * time.Second)) }()
+	time.Sleep(20 * time.Millisecond)
+	b.p.Interrupt()
+	select {
+	case ok := <-blocked:
+		if !ok {
+			t.Fatal("Block refused on an idle provider")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Interrupt did not end Block")
+	}
+
+	// The deadline ends it.
+	pollAWhile()
+	start = time.Now()
+	if !b.p.Block(start.Add(30 * time.Millisecond)) {
+		t.Fatal("Block refused on an idle provider")
+	}
+	if el := time.Since(start); el < 25*time.Millisecond {
+		t.Fatalf("Block returned after %v, before its 30 ms deadline", el)
+	}
+
+	// Someone else holds the device: refused at once.
+	b.p.pollMu.Lock()
+	start = time.Now()
+	ok := b.p.Block(start.Add(time.Second))
+	b.p.pollMu.Unlock()
+	if ok || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("Block with the device held returned %v after %v, want false at once", ok, time.Since(start))
+	}
+}
