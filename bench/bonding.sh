@@ -5,8 +5,10 @@
 # streaming peak (one run per K), and the 1-byte latency as the median of
 # ROUNDS runs interleaved over K (single runs swing 2-6x on this VM). Prints
 # each K's peak and latency against one link's. Needs root and an idle
-# machine. Env: RATE, KS ("1 2 3 4"), MODULES ("vi"), ROUNDS (5), DRIVER
-# (afpacket), OUT.
+# machine. Env: RATE, KS ("1 2 3 4"; "1b" is one link through the bonding
+# layer, netpipe -bond, vi only: it tells the bond's own cost from the
+# links'),
+# MODULES ("vi"), ROUNDS (5), DRIVER (afpacket), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
@@ -17,11 +19,13 @@ ROUNDS=${ROUNDS:-5}
 DRIVER=${DRIVER:-afpacket}
 go build -o "$OUT/netpipe" ./cmd/netpipe
 json() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
+links() { if [ "$1" = 1b ]; then echo "-links 1 -bond"; else echo "-links $1"; fi; }
 : >"$OUT/peaks"
 : >"$OUT/lats"
 for m in $MODULES; do
 	for k in $KS; do
-		"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -links "$k" -rate "$RATE" -s -l 65536 -u 8388608 \
+		# shellcheck disable=SC2046 # links expands to two or three flags
+		"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" $(links "$k") -rate "$RATE" -s -l 65536 -u 8388608 \
 			-trials 3 -runtime 50ms -o "$OUT/peak-$m-$k.out" -json 2>>"$OUT/err" | tail -1 | json peak_mbps |
 			sed "s/^/$m $k /" >>"$OUT/peaks"
 	done
@@ -29,7 +33,8 @@ done
 for r in $(seq "$ROUNDS"); do
 	for m in $MODULES; do
 		for k in $KS; do
-			"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -links "$k" -rate "$RATE" -l 1 -u 16 \
+			# shellcheck disable=SC2046
+			"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" $(links "$k") -rate "$RATE" -l 1 -u 16 \
 				-trials 5 -runtime 100ms -o "$OUT/lat-$m-$k-$r.out" -json 2>>"$OUT/err" | tail -1 | json latency_us |
 				sed "s/^/$m $k /" >>"$OUT/lats"
 		done
@@ -49,6 +54,6 @@ for (m, k), p in peak.items():
     l = statistics.median(ls)
     l1 = statistics.median(lats[(m, "1")]) if lats.get((m, "1")) else None
     print("| %s | %s | %.0f | %s | %.1f | %.2f | %.2f | %.2f | %s |" % (m, k, p, "%.2f" % (p / p1) if p1 else "-",
-          0.9 * int(k), l, min(ls), max(ls), "%.2f" % (l / l1) if l1 else "-"))
+          0.9 * int(k.rstrip("b")), l, min(ls), max(ls), "%.2f" % (l / l1) if l1 else "-"))
 PY
 echo "np.out files in $OUT"

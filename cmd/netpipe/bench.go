@@ -14,6 +14,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethervia/ethervia/internal/netpipe"
@@ -31,6 +32,7 @@ type options struct {
 	module, driver     string
 	links              int
 	pin                bool
+	bond               bool
 	rate               string
 	mtu                int
 	drop, corrupt      float64
@@ -76,6 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket|afxdp (-local and -iface)")
 	fs.IntVar(&o.links, "links", 1, "parallel links (NICs) between the two hosts")
 	fs.BoolVar(&o.pin, "pin", true, "-local: run each end's thread on its own CPU, as on two hosts")
+	fs.BoolVar(&o.bond, "bond", false, "vi: bond the links (package bonding) even when there is only one")
 	fs.StringVar(&o.rate, "rate", "", "per-link rate limit, e.g. 1gbit (builds a switch)")
 	fs.IntVar(&o.mtu, "mtu", 0, "link MTU (default 1500)")
 	fs.Float64Var(&o.drop, "drop", 0, "random frame loss probability on every link (builds a switch)")
@@ -135,6 +138,9 @@ func (o *options) validate() error {
 	}
 	if o.links < 1 || o.links > 8 {
 		return fmt.Errorf("-links %d: want 1 to 8", o.links)
+	}
+	if o.bond && o.module != "vi" {
+		return fmt.Errorf("-bond applies to the vi module, not %s (mplite bonds by itself over several links)", o.module)
 	}
 	if math.IsNaN(o.drop) || o.drop < 0 || o.drop >= 1 {
 		return fmt.Errorf("-drop %v: want a probability in [0, 1)", o.drop)
@@ -236,6 +242,7 @@ type summary struct {
 	Module      string  `json:"module"`
 	Driver      string  `json:"driver"`
 	Links       int     `json:"links"`
+	Bonded      bool    `json:"bonded"`
 	LatencyUs   float64 `json:"latency_us"`
 	PeakMbps    float64 `json:"peak_mbps"`
 	PeakBytes   int     `json:"peak_bytes"`
@@ -380,7 +387,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if o.json {
 		s := summary{
-			Module: o.module, Driver: env.driver, Links: o.links,
+			Module: o.module, Driver: env.driver, Links: o.links, Bonded: env.bonded.Load(),
 			Testbed: env.kind, Mode: o.modeName(), MTU: env.mtu, Rate: o.rate, Drop: o.drop,
 			Integrity: o.integrity, Start: o.lower, End: o.upper, Pert: o.pert, Points: len(pts),
 			Out: o.out, Plot: o.plot, Seconds: time.Since(began).Seconds(),
@@ -423,6 +430,8 @@ type environment struct {
 	notes    []string
 	ends     []end
 	closers  []func() error
+	// bonded is set when a connection ran over the bonding layer.
+	bonded atomic.Bool
 }
 
 func (e *environment) hasTransmitter() bool {
@@ -478,6 +487,9 @@ func (e *environment) run(ctx context.Context, mod netpipe.Module, cfg netpipe.C
 			mu.Lock()
 			conns = append(conns, conn)
 			mu.Unlock()
+			if b, ok := conn.(interface{ Bonded() bool }); ok && b.Bonded() {
+				e.bonded.Store(true)
+			}
 			p, err := netpipe.Run(ctx, conn, en.ep.Role, cfg)
 			if en.ep.Role == netpipe.Transmitter {
 				mu.Lock()

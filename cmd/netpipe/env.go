@@ -40,7 +40,7 @@ func (o *options) filter() nic.Filter {
 
 func (o *options) endpoint(role netpipe.Role) netpipe.Endpoint {
 	return netpipe.Endpoint{
-		Role: role, Filter: o.filter(), Spin: o.spin, Window: o.window,
+		Role: role, Filter: o.filter(), Spin: o.spin, Window: o.window, Bond: o.bond,
 		Timeout: o.timeout, Integrity: o.integrity,
 	}
 }

@@ -161,7 +161,7 @@ func TestJSONSummary(t *testing.T) {
 			t.Errorf("summary lacks %q: %v", k, m)
 		}
 	}
-	if m["module"] != "raw" || m["driver"] != "memnic" || m["links"] != 1.0 {
+	if m["module"] != "raw" || m["driver"] != "memnic" || m["links"] != 1.0 || m["bonded"] != false {
 		t.Errorf("summary %v", m)
 	}
 	// The peak is the np.out maximum and the latency the 1-byte time.
@@ -271,6 +271,7 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"-iface", "eth0"}, // a transmitter without -peer
 		{"-mem", "-driver", "dpdk"},
 		{"-mem", "-mtu", "10"},
+		{"-mem", "-module", "raw", "-bond"},
 		{"stray"},
 	} {
 		if _, _, err := runCmd(t, append(args, "-o", "")...); err == nil {
@@ -320,5 +321,21 @@ func TestProgressBarOnlyWhenAsked(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "\r\x1b[K[") {
 		t.Error("-progress on drew no bar")
+	}
+}
+
+// TestBondOverOneLink: -bond runs the vi module through the bonding layer
+// over a single link, and the summary says the run was bonded.
+func TestBondOverOneLink(t *testing.T) {
+	for _, args := range [][]string{{"-bond"}, {"-links", "2"}, {}} {
+		dir := t.TempDir()
+		stdout, stderr, err := runCmd(t, append(quick(dir, "-mem", "-module", "vi", "-u", "3000", "-json", "-I"), args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, stderr)
+		}
+		checkOutputs(t, stderr, filepath.Join(dir, "np.out"), 1, 3000, 3)
+		if m, want := lastJSON(t, stdout), len(args) > 0; m["bonded"] != want {
+			t.Errorf("%v: summary says bonded=%v, want %v", args, m["bonded"], want)
+		}
 	}
 }

@@ -98,6 +98,9 @@ func (c *bondConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration
 	return nil
 }
 
+// Bonded reports that the connection runs over the bonding layer.
+func (c *bondConn) Bonded() bool { return true }
+
 // Close implements Conn: it closes the bonded VI and the bond, not the
 // devices.
 func (c *bondConn) Close() error {

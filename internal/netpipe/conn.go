@@ -75,6 +75,9 @@ type Endpoint struct {
 	// it just woke. Never set it for ends on locked OS threads (-local):
 	// there a yield parks the thread, and waking it costs about 30 µs.
 	Yield bool
+	// Bond makes the vi module use the bonding layer even over one link,
+	// to tell what the bond itself costs from what more links cost.
+	Bond bool
 	// Window is the number of frames a raw sender may have in flight before
 	// the receiver returns credit; zero picks a default from the MTU.
 	Window int

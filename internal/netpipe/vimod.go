@@ -40,7 +40,7 @@ const (
 // Connect implements Module. The receiver waits for the transmitter's
 // connection request; the transmitter repeats it until accepted.
 func (VIModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
-	if len(ep.Devices) > 1 {
+	if len(ep.Devices) > 1 || ep.Bond {
 		return connectBond(ctx, ep) // bondmod.go
 	}
 	p, timeout, err := openProvider("vi", ep, 0)
