@@ -16,6 +16,7 @@
 package afpacket
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -78,10 +79,13 @@ type Device struct {
 	// Wait sleeps in ppoll(2) on the socket, an eventfd that Close
 	// signals and one that Interrupt signals; waitMu keeps Close from
 	// freeing the descriptors under it (and under Interrupt).
-	waitMu  sync.RWMutex
-	fd      int
-	efd     int
-	ifd     int
+	waitMu sync.RWMutex
+	fd     int
+	efd    int
+	ifd    int
+	// one is the eventfd increment Interrupt writes; kept in the Device,
+	// read-only, so that Interrupt allocates nothing even under -race.
+	one     [8]byte
 	pollFds [3]unix.PollFd
 	pollTs  unix.Timespec
 
@@ -244,6 +248,7 @@ func (d *Device) setup() error {
 		return fmt.Errorf("eventfd: %w", err)
 	}
 	d.efd = efd
+	binary.NativeEndian.PutUint64(d.one[:], 1)
 	if d.ifd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
 		unix.Close(d.efd)
 		return fmt.Errorf("eventfd: %w", err)
@@ -303,9 +308,7 @@ func (d *Device) Interrupt() {
 	if d.closed.Load() {
 		return
 	}
-	var one [8]byte
-	one[0] = 1
-	_, _ = unix.Write(d.ifd, one[:])
+	_, _ = unix.Write(d.ifd, d.one[:])
 }
 
 // drainEventfd resets a non-blocking eventfd's counter.
