@@ -898,27 +898,28 @@ const (
 
 // reap makes progress on rail r, handles every rail descriptor that
 // completed and reports whether there was any. It polls the rail through
-// its CQ, once when nothing is there: a spinning waiter calls it over and
-// over. Every completed rail
-// descriptor leaves an entry in the CQ, and an entry sends reap to drain
-// the queue it names: a descriptor drained along with another one's entry
-// (or taken back by resetRail) leaves a stale entry behind, which costs a
-// poll. Whoever else takes an entry, the rail goroutine, drains both of
-// the rail's queues right after.
+// its CQ at most once (a spinning waiter calls it over and over, and the
+// poll is on the latency path of every message), then drains what is
+// there. Every completed rail descriptor leaves an entry in the CQ, and
+// an entry sends reap to drain the queue it names: a descriptor drained
+// along with another one's entry (or taken back by resetRail) leaves a
+// stale entry behind, which costs a pop. Whoever else takes an entry, the
+// rail goroutine, drains both of the rail's queues right after.
 func (v *VI) reap(r int) (found bool) {
 	rl := v.rails[r]
-	for {
-		c, ok := rl.cq.Done()
-		if !ok {
-			return found
-		}
+	// One pass over the device; what it found is drained without more
+	// passes (each costs the rail's locks, a ring check and a flush).
+	c, ok := rl.cq.Done()
+	for ok {
 		found = true
 		if c.Recv {
 			v.drainRecvs(rl)
 		} else {
 			v.drainSends(rl)
 		}
+		c, ok = rl.cq.Ready()
 	}
+	return found
 }
 
 // drainRail handles every completed descriptor of rail rl's queues and
@@ -930,7 +931,7 @@ func (v *VI) drainRail(rl *rail) int {
 func (v *VI) drainRecvs(rl *rail) int {
 	n := 0
 	for {
-		d, ok := rl.v.RecvDone()
+		d, ok := rl.v.RecvReady()
 		if !ok {
 			return n
 		}
@@ -942,7 +943,7 @@ func (v *VI) drainRecvs(rl *rail) int {
 func (v *VI) drainSends(rl *rail) int {
 	n := 0
 	for {
-		d, ok := rl.v.SendDone()
+		d, ok := rl.v.SendReady()
 		if !ok {
 			return n
 		}

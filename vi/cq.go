@@ -79,6 +79,15 @@ func (cq *CQ) popLocked() (Completion, bool) {
 	return c, true
 }
 
+// Ready returns the oldest completion if one is queued, without making
+// progress: for callers that have just polled (Done) and drain what that
+// found.
+func (cq *CQ) Ready() (Completion, bool) {
+	cq.p.mu.Lock()
+	defer cq.p.mu.Unlock()
+	return cq.popLocked()
+}
+
 // Done returns the oldest completion, if any, after making progress. It
 // never blocks.
 func (cq *CQ) Done() (Completion, bool) {

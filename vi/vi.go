@@ -427,6 +427,25 @@ func (v *VI) recvDoneLocked() *descriptors.Descriptor {
 	return nil
 }
 
+// SendReady returns the oldest send descriptor if it has already
+// completed, without making progress. It is for callers that drive
+// progress themselves (a bond draining a rail after CQ.Done): SendDone
+// would make a pass over the device for every empty answer.
+func (v *VI) SendReady() (*descriptors.Descriptor, bool) {
+	v.p.mu.Lock()
+	defer v.p.mu.Unlock()
+	d := v.sendDoneLocked()
+	return d, d != nil
+}
+
+// RecvReady is SendReady for the receive queue.
+func (v *VI) RecvReady() (*descriptors.Descriptor, bool) {
+	v.p.mu.Lock()
+	defer v.p.mu.Unlock()
+	d := v.recvDoneLocked()
+	return d, d != nil
+}
+
 // SendDone returns the oldest send descriptor if it has completed
 // (VipSendDone), after making progress. It never blocks.
 func (v *VI) SendDone() (*descriptors.Descriptor, bool) {
