@@ -27,6 +27,14 @@ const (
 	// long enough for a polling peer's reply, short against a block's
 	// transfer time.
 	DefaultAckReqDelay = 20 * time.Microsecond
+	// DefaultMaxBlock is the rail providers' MaxBlock unless Options set
+	// one (vi's default is 2 ms). A rail provider's background goroutine
+	// wakes every MaxBlock while the bond's waiters poll the rail, only to
+	// find that they ran its timers; each wake-up is a thread that takes a
+	// CPU, or a spinning waiter's P in its next system call, for 0.1–1 ms
+	// on a busy machine. With k rails there are k such goroutines per
+	// bond.
+	DefaultMaxBlock = 10 * time.Millisecond
 )
 
 // Options configure a Bond: the options of every rail's vi.Provider and
@@ -81,6 +89,9 @@ func (o Options) withDefaults(k int) (Options, error) {
 	}
 	if o.PeerTimeout <= 0 {
 		o.PeerTimeout = vi.DefaultPeerTimeout
+	}
+	if o.MaxBlock <= 0 {
+		o.MaxBlock = DefaultMaxBlock
 	}
 	switch {
 	case o.AckReqDelay == 0:

@@ -378,7 +378,10 @@ const (
 // While a waiter spins on the VI (pollers), the goroutine stays parked: the
 // spinner polls every rail itself, and a rail goroutine woken by every
 // frame would only take its CPU and its locks. It is woken when the last
-// spinner blocks, and looks again every maxSleep.
+// spinner blocks, and looks again every pollerNap by itself: a waiter that
+// got what it waited for leaves without waking it (that would cost a
+// wake-up per message), and the goroutine must notice that nobody polls
+// any more. A shorter nap costs a spinning waiter a stolen CPU that often.
 func (v *VI) railWaiter(r int, ctx context.Context) {
 	defer v.wg.Done()
 	rl := v.rails[r]
@@ -387,7 +390,7 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 	for {
 		// A waiter asleep in this rail's device handles its frames too.
 		if v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 {
-			t.Reset(maxSleep)
+			t.Reset(pollerNap)
 			select {
 			case <-v.railWake[r]:
 			case <-t.C:
@@ -818,7 +821,7 @@ func (v *VI) Close() error {
 // goroutines when it is about to block (blocking), or when other waiters
 // are blocked, since they must now make progress and wake them. A waiter
 // that got what it waited for, with nobody blocked, does not: the rail
-// goroutines take over after at most maxSleep by themselves, so that a
+// goroutines take over after at most pollerNap by themselves, so that a
 // caller that polls often never pays for their wake-up.
 func (v *VI) doneSpinning(blocking bool) {
 	if v.pollers.Add(-1) == 0 && (blocking || v.sleepers.Load() > 0) {
@@ -831,6 +834,10 @@ func (v *VI) doneSpinning(blocking bool) {
 // maxSleep bounds one blocking wait on a wake channel, so that a wake-up
 // lost between two waiters of one channel costs at most this.
 const maxSleep = 2 * time.Millisecond
+
+// pollerNap is how long a rail goroutine parked for a spinning (or
+// device-sleeping) waiter stays parked unless woken.
+const pollerNap = 10 * time.Millisecond
 
 // signal wakes one waiter on c without blocking.
 func signal(c chan struct{}) {

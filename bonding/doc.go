@@ -133,7 +133,7 @@
 //     arrives while nobody polls, and wakes a blocked waiter. While a wait
 //     spins, or sleeps in the rail's device, these goroutines stay parked, so that no frame wakes one just
 //     to contend with the spinner for the VI; the last spinner to block
-//     wakes them, and they look again every 2 ms by themselves, so that
+//     wakes them, and they look again every 10 ms by themselves, so that
 //     the peer's messages are taken off the rails and credit flows without
 //     any user call. No goroutine or allocation per message.
 //

@@ -182,3 +182,22 @@ func TestWaitsSleepInRailDevice(t *testing.T) {
 		t.Errorf("CQ waits: %d sleeps, none in a rail device", s.Sleeps)
 	}
 }
+
+// TestRailMaxBlock: the rails' providers get the bond's longer MaxBlock
+// unless the caller chose one (see DefaultMaxBlock).
+func TestRailMaxBlock(t *testing.T) {
+	for _, c := range []struct{ set, want time.Duration }{
+		{0, DefaultMaxBlock},
+		{3 * time.Millisecond, 3 * time.Millisecond},
+	} {
+		o := Options{}
+		o.MaxBlock = c.set
+		got, err := o.withDefaults(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.MaxBlock != c.want {
+			t.Errorf("MaxBlock %v: rails get %v, want %v", c.set, got.MaxBlock, c.want)
+		}
+	}
+}
