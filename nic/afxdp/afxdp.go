@@ -344,6 +344,11 @@ func (d *Device) setup(cfg Config, ifindex int) error {
 		}
 		d.steer, d.ownSteer = s, true
 		if err := s.Attach(ifindex, cfg.XDPMode); err != nil {
+			if ifi, ierr := net.InterfaceByIndex(ifindex); ierr == nil && errors.Is(err, unix.ERANGE) {
+				// The kernel's own word for it is "numerical result out
+				// of range", which names neither the MTU nor the limit.
+				return fmt.Errorf("attach XDP: interface MTU %d is too large for XDP here (veth allows at most 3506; use AF_PACKET for jumbo frames): %w", ifi.MTU, err)
+			}
 			return fmt.Errorf("attach XDP: %w", err)
 		}
 	}

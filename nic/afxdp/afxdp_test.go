@@ -910,3 +910,18 @@ func TestWaitWakesOnFrame(t *testing.T) {
 		t.Fatal("the frame that woke Wait was not received")
 	}
 }
+
+// TestJumboMTURefusedClearly: XDP cannot attach to a veth whose MTU does not
+// fit a page; the error says so and names the MTU, not only the kernel's
+// "numerical result out of range".
+func TestJumboMTURefusedClearly(t *testing.T) {
+	v := newVethNet(t, 9000)
+	d, err := v.a.tryOpen(Config{Config: nic.Config{JobKey: testJob}})
+	if err == nil {
+		d.Close()
+		t.Skip("this kernel attaches XDP to a veth with MTU 9000 (multi-buffer XDP): nothing to refuse")
+	}
+	if !strings.Contains(err.Error(), "MTU 9000 is too large for XDP") {
+		t.Fatalf("error %q does not name the MTU limit", err)
+	}
+}
