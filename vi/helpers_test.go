@@ -28,13 +28,23 @@ type host struct {
 }
 
 func newHost(t testing.TB, sw *memnic.Switch, mtu int, f memnic.Faults, o Options, arena int) *host {
+	return newHostWrapped(t, sw, mtu, f, o, arena, nil)
+}
+
+// newHostWrapped is newHost with the provider on wrap(port) instead of
+// the port itself (nil: the port), for tests that watch the device.
+func newHostWrapped(t testing.TB, sw *memnic.Switch, mtu int, f memnic.Faults, o Options, arena int, wrap func(*memnic.Port) nic.Device) *host {
 	t.Helper()
 	port, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: testJob}, MTU: mtu, Faults: f})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var dev nic.Device = port
+	if wrap != nil {
+		dev = wrap(port)
+	}
 	o.JobKey = testJob
-	p, err := Open(port, o)
+	p, err := Open(dev, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +52,7 @@ func newHost(t testing.TB, sw *memnic.Switch, mtu int, f memnic.Faults, o Option
 		p.Close()
 		port.Close()
 	})
-	h := &host{port: port, dev: port, p: p, ptag: p.NewPTag()}
+	h := &host{port: port, dev: dev, p: p, ptag: p.NewPTag()}
 	if arena > 0 {
 		h.arena = make([]byte, arena)
 		h.h, err = p.RegisterMemory(h.arena, h.ptag, AccessRDMAWrite|AccessRDMARead)

@@ -27,25 +27,12 @@ func (d *countingDevice) Recv(bufs [][]byte, lens []int) (int, error) {
 func TestReady(t *testing.T) {
 	sw := memnic.NewSwitch(1)
 	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	port, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: testJob}, MTU: 1500})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := &countingDevice{Device: port}
-	p, err := Open(dev, Options{Config: nic.Config{JobKey: testJob}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		p.Close()
-		port.Close()
+	var dev *countingDevice
+	b := newHostWrapped(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16, func(port *memnic.Port) nic.Device {
+		dev = &countingDevice{Device: port}
+		return dev
 	})
-	b := &host{port: port, dev: dev, p: p, ptag: p.NewPTag()}
-	b.arena = make([]byte, 1<<16)
-	if b.h, err = p.RegisterMemory(b.arena, b.ptag, 0); err != nil {
-		t.Fatal(err)
-	}
-	cq, err := p.NewCQ(2048)
+	cq, err := b.p.NewCQ(2048)
 	if err != nil {
 		t.Fatal(err)
 	}
