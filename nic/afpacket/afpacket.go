@@ -16,7 +16,6 @@
 package afpacket
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/ethervia/ethervia/bpf"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/internal/wakefd"
 )
 
 // Config configures a Device.
@@ -79,13 +79,10 @@ type Device struct {
 	// Wait sleeps in ppoll(2) on the socket, an eventfd that Close
 	// signals and one that Interrupt signals; waitMu keeps Close from
 	// freeing the descriptors under it (and under Interrupt).
-	waitMu sync.RWMutex
-	fd     int
-	efd    int
-	ifd    int
-	// one is the eventfd increment Interrupt writes; kept in the Device,
-	// read-only, so that Interrupt allocates nothing even under -race.
-	one     [8]byte
+	waitMu  sync.RWMutex
+	fd      int
+	efd     wakefd.FD // Close's: ends every Wait for good
+	ifd     wakefd.FD // Interrupt's: ends one Wait
 	pollFds [3]unix.PollFd
 	pollTs  unix.Timespec
 
@@ -243,15 +240,12 @@ func (d *Device) setup() error {
 	if err := raw.Control(func(fd uintptr) { d.fd = int(fd) }); err != nil {
 		return err
 	}
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return fmt.Errorf("eventfd: %w", err)
+	if err := d.efd.Open(); err != nil {
+		return err
 	}
-	d.efd = efd
-	binary.NativeEndian.PutUint64(d.one[:], 1)
-	if d.ifd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err != nil {
-		unix.Close(d.efd)
-		return fmt.Errorf("eventfd: %w", err)
+	if err := d.ifd.Open(); err != nil {
+		d.efd.Close()
+		return err
 	}
 	return nil
 }
@@ -308,13 +302,7 @@ func (d *Device) Interrupt() {
 	if d.closed.Load() {
 		return
 	}
-	_, _ = unix.Write(d.ifd, d.one[:])
-}
-
-// drainEventfd resets a non-blocking eventfd's counter.
-func drainEventfd(fd int) {
-	var b [8]byte
-	_, _ = unix.Read(fd, b[:])
+	d.ifd.Signal()
 }
 
 // Close implements nic.Device.
@@ -324,12 +312,10 @@ func (d *Device) Close() error {
 	}
 	// Wake every Wait (the eventfd stays readable), then wait for them to
 	// leave ppoll before the descriptors go.
-	var one [8]byte
-	one[0] = 1
-	_, _ = unix.Write(d.efd, one[:])
+	d.efd.Signal()
 	d.waitMu.Lock()
-	unix.Close(d.efd)
-	unix.Close(d.ifd)
+	d.efd.Close()
+	d.ifd.Close()
 	// Keep the last counts for Stats after Close.
 	d.statsMu.Lock()
 	d.readKernelStats()
@@ -433,8 +419,8 @@ func (d *Device) Wait(deadline time.Time) error {
 		return d.opErr("wait", nic.ErrClosed)
 	}
 	d.pollFds[0] = unix.PollFd{Fd: int32(d.fd), Events: unix.POLLIN}
-	d.pollFds[1] = unix.PollFd{Fd: int32(d.efd), Events: unix.POLLIN}
-	d.pollFds[2] = unix.PollFd{Fd: int32(d.ifd), Events: unix.POLLIN}
+	d.pollFds[1] = unix.PollFd{Fd: d.efd.Fd(), Events: unix.POLLIN}
+	d.pollFds[2] = unix.PollFd{Fd: d.ifd.Fd(), Events: unix.POLLIN}
 	for {
 		var ts *unix.Timespec
 		if !deadline.IsZero() {
@@ -454,7 +440,7 @@ func (d *Device) Wait(deadline time.Time) error {
 		case d.closed.Load() || d.pollFds[1].Revents != 0:
 			return d.opErr("wait", nic.ErrClosed)
 		case d.pollFds[2].Revents != 0:
-			drainEventfd(d.ifd)
+			d.ifd.Drain()
 			return nil
 		case n > 0:
 			return nil

@@ -54,7 +54,6 @@
 package afxdp
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +68,7 @@ import (
 
 	"github.com/ethervia/ethervia/bpf"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/internal/wakefd"
 )
 
 // Defaults for the zero values of Config.
@@ -127,9 +127,9 @@ type Device struct {
 	iface    string
 	queue    int
 	filter   nic.Filter
-	fd, efd  int
-	ifd      int     // Interrupt's eventfd
-	one      [8]byte // the increment Interrupt writes: in the Device so nothing escapes, even under -race
+	fd       int
+	efd      wakefd.FD // Close's: ends every Wait and Send stall for good
+	ifd      wakefd.FD // Interrupt's: ends one Wait
 	umem     []byte
 	layout   umemLayout
 	ringMem  [4][]byte
@@ -232,8 +232,6 @@ func open(cfg Config) (*Device, error) {
 		queue:  cfg.Queue,
 		filter: cfg.Config.Filter(),
 		fd:     -1,
-		efd:    -1,
-		ifd:    -1,
 		layout: umemLayout{chunk: uint64(cfg.ChunkSize), count: uint64(cfg.Frames)},
 		hw:     ifi.HardwareAddr,
 		batch:  min(cfg.BatchSize, cfg.RingSize),
@@ -252,16 +250,13 @@ func open(cfg Config) (*Device, error) {
 
 // setup builds the socket; on error the caller tears down what exists.
 func (d *Device) setup(cfg Config, ifindex int) error {
+	if err := d.efd.Open(); err != nil {
+		return err
+	}
+	if err := d.ifd.Open(); err != nil {
+		return err
+	}
 	var err error
-	d.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	binary.NativeEndian.PutUint64(d.one[:], 1)
-	d.ifd, err = unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
 	d.fd, err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("socket: %w", err)
@@ -360,7 +355,7 @@ func (d *Device) setup(cfg Config, ifindex int) error {
 	}
 
 	d.wakeFds = [1]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}}
-	d.stallFds = [1]unix.PollFd{{Fd: int32(d.efd), Events: unix.POLLIN}}
+	d.stallFds = [1]unix.PollFd{{Fd: d.efd.Fd(), Events: unix.POLLIN}}
 	return nil
 }
 
@@ -674,7 +669,7 @@ func (d *Device) Wait(deadline time.Time) error {
 			}
 			ms = int(min((left+time.Millisecond-1)/time.Millisecond, maxPollMs))
 		}
-		fds := [3]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}, {Fd: int32(d.efd), Events: unix.POLLIN}, {Fd: int32(d.ifd), Events: unix.POLLIN}}
+		fds := [3]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}, {Fd: d.efd.Fd(), Events: unix.POLLIN}, {Fd: d.ifd.Fd(), Events: unix.POLLIN}}
 		n, e := pollFds(fds[:], ms)
 		switch {
 		case e == unix.EINTR, e == 0 && n == 0:
@@ -686,8 +681,7 @@ func (d *Device) Wait(deadline time.Time) error {
 			return d.errWaitEnd
 		}
 		if fds[2].Revents != 0 {
-			var b [8]byte
-			unix.Read(d.ifd, b[:])
+			d.ifd.Drain()
 			return nil
 		}
 		if r := fds[0].Revents; r&(unix.POLLERR|unix.POLLNVAL) != 0 {
@@ -756,7 +750,7 @@ func (d *Device) Interrupt() {
 	if d.closed.Load() {
 		return
 	}
-	unix.Write(d.ifd, d.one[:])
+	d.ifd.Signal()
 }
 
 // Close implements nic.Device. It wakes a blocked Wait and a waiting Send,
@@ -766,9 +760,7 @@ func (d *Device) Interrupt() {
 func (d *Device) Close() error {
 	d.closeOnce.Do(func() {
 		d.closed.Store(true)
-		var one [8]byte
-		binary.NativeEndian.PutUint64(one[:], 1)
-		unix.Write(d.efd, one[:])
+		d.efd.Signal()
 		d.wmu.Lock()
 		d.rmu.Lock()
 		d.smu.Lock()
@@ -808,11 +800,6 @@ func (d *Device) teardown() error {
 		errs = append(errs, unix.Munmap(d.umem))
 		d.umem = nil
 	}
-	if d.efd >= 0 {
-		errs = append(errs, unix.Close(d.efd))
-	}
-	if d.ifd >= 0 {
-		errs = append(errs, unix.Close(d.ifd))
-	}
+	errs = append(errs, d.efd.Close(), d.ifd.Close())
 	return errors.Join(errs...)
 }
