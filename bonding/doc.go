@@ -125,13 +125,15 @@
 //     goroutine publishes ends that sleep through nic.Interrupter. Only when
 //     the device is busy (another VI's goroutine blocks in it) or cannot be
 //     interrupted does it sleep on a wake channel instead, the slower path:
-//     a rail goroutine's wake-up, then the channel's. A round polls the first live rail, which carries the peer's
+//     a rail goroutine's wake-up, then the channel's. A round polls the
+//     first live rail, which carries the peer's
 //     small messages, and the rails with work in flight or a completion in
 //     the last 64 rounds, once each; the quiet ones only every 8th round,
 //     as a poll is a system call on most drivers. One goroutine
 //     per rail and connection blocks on that rail's CQ and handles what
 //     arrives while nobody polls, and wakes a blocked waiter. While a wait
-//     spins, or sleeps in the rail's device, these goroutines stay parked, so that no frame wakes one just
+//     spins, or sleeps in the rail's device, these goroutines stay parked,
+//     so that no frame wakes one just
 //     to contend with the spinner for the VI; the last spinner to block
 //     wakes them, and they look again every 10 ms by themselves, so that
 //     the peer's messages are taken off the rails and credit flows without
