@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -180,16 +181,43 @@ func TestCheckCatches(t *testing.T) {
 func TestParse(t *testing.T) {
 	var errOut bytes.Buffer
 	o, err := parse(nil, &errOut)
-	if err != nil || fmt.Sprint(o.sizes) != "[1 1024 65536 1048576]" || len(o.colls) != len(mplite.Collectives()) || o.algos != nil {
+	if err != nil || fmt.Sprint(o.sizes) != "[1 1024 65536 1048576]" || len(o.colls) != len(mplite.Collectives()) || o.algos != nil || o.warm != time.Second {
 		t.Errorf("defaults: %+v %v", o, err)
 	}
 	o, err = parse([]string{"-sizes", "0,7", "-colls", "bcast,alltoall", "-algos", "auto,ring", "-iters", "3", "-check"}, &errOut)
 	if err != nil || fmt.Sprint(o.sizes, o.colls, o.algos, o.iters, o.check) != "[0 7] [bcast alltoall] [auto ring] 3 true" {
 		t.Errorf("%+v %v", o, err)
 	}
-	for _, bad := range [][]string{{"-sizes", "x"}, {"-sizes", "-1"}, {"-colls", "broadcast"}, {"-secs", "0"}, {"extra"}, {"-algos", "auto,carrier_pigeon"}} {
+	for _, bad := range [][]string{{"-sizes", "x"}, {"-sizes", "-1"}, {"-colls", "broadcast"}, {"-secs", "0"}, {"-warmup", "-1s"}, {"extra"}, {"-algos", "auto,carrier_pigeon"}} {
 		if _, err := parse(bad, &errOut); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestWarmupAndCalibration: the warm-up runs for -warmup before the first
+// point, and with -secs the timed loop is sized from a calibration of many
+// calls, not from one or two.
+func TestWarmupAndCalibration(t *testing.T) {
+	const warm = 150 * time.Millisecond
+	o := options{sizes: []int{1}, colls: []string{"barrier"}, algos: []string{"auto"}, secs: 0.05, warm: warm}
+	start := time.Now()
+	_, stderr, errs := localBench(t, 3, o)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", i, err)
+		}
+	}
+	if el := time.Since(start); el < warm {
+		t.Errorf("the run took %v, less than its %v warm-up", el, warm)
+	}
+	m := regexp.MustCompile(`iters=(\d+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no iters= in stderr:\n%s", stderr)
+	}
+	// A barrier of 3 in-process ranks takes microseconds: 50 ms of them is
+	// far more than the 5-call floor a two-call estimate could give.
+	if n, _ := strconv.Atoi(m[1]); n < 50 {
+		t.Errorf("timed loop of %d calls for -secs 0.05", n)
 	}
 }
