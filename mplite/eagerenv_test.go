@@ -49,9 +49,26 @@ func TestPollEnvironment(t *testing.T) {
 	if c.spin != 5*time.Microsecond || !c.yield || !c.osYield {
 		t.Fatalf("MPLITE_SPIN=5us MPLITE_YIELD=1: spin %v yield %v osYield %v", c.spin, c.yield, c.osYield)
 	}
+	if c.grace() != sharedGrace {
+		t.Fatalf("MPLITE_YIELD=1: grace %v", c.grace())
+	}
 	c = defaultConfig()
-	if err := c.pollEnv(env(nil)); err != nil || c.spin != DefaultSpinTime || c.yield || c.osYield {
-		t.Fatalf("unset: spin %v yield %v osYield %v err %v", c.spin, c.yield, c.osYield, err)
+	if err := c.pollEnv(env(nil)); err != nil || c.spin != DefaultSpinTime || c.yield || c.osYield || c.grace() != bgGrace {
+		t.Fatalf("unset: spin %v yield %v osYield %v grace %v err %v", c.spin, c.yield, c.osYield, c.grace(), err)
+	}
+	// Yielding ranks spin longer unless a spin time was chosen.
+	c = defaultConfig()
+	if err := c.pollEnv(env(map[string]string{"MPLITE_YIELD": "1"})); err != nil || c.spin != YieldSpinTime {
+		t.Fatalf("MPLITE_YIELD=1 alone: spin %v err %v", c.spin, err)
+	}
+	c = defaultConfig()
+	for _, o := range []Option{WithProcessYield(true), WithSpinTime(7 * time.Microsecond)} {
+		if err := o(&c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.pollEnv(env(nil)); err != nil || c.spin != 7*time.Microsecond {
+		t.Fatalf("WithProcessYield and WithSpinTime: spin %v err %v", c.spin, err)
 	}
 	c = defaultConfig()
 	if err := c.pollEnv(env(map[string]string{"MPLITE_CPUS": "2"})); err != nil || c.sharedCPUs != 2 {

@@ -59,8 +59,9 @@ func (c *Comm) wait(w waitCond) {
 				}
 				if c.cfg.osYield {
 					// Another process's rank may be the one we
-					// wait for.
-					_, _, _ = unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+					// wait for. Raw: sched_yield never blocks, so
+					// the runtime need not hand off this P.
+					_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 				}
 				if c.cfg.yield {
 					runtime.Gosched()
@@ -109,7 +110,7 @@ func (c *Comm) wait(w waitCond) {
 }
 
 // donePolling ends a wait. The progress goroutine is not woken: it takes
-// over by itself once no call has waited for bgGrace, so a program that
+// over by itself once no call has waited for its grace, so a program that
 // calls often never pays for a goroutine wake-up.
 func (c *Comm) donePolling() {
 	c.lastPoll.Store(c.nanos())
@@ -170,8 +171,8 @@ func (c *Comm) handle(comp completion) {
 	}
 }
 
-// background is the progress goroutine: when no call has waited for
-// bgGrace, it waits on the completion queue and handles what completes, so
+// background is the progress goroutine: when no call has waited for its
+// grace (config.grace), it waits on the completion queue and handles what completes, so
 // nonblocking operations advance while the user computes. While calls wait
 // it only looks at the clock now and then, so it never slows them.
 func (c *Comm) background() {
@@ -182,8 +183,8 @@ func (c *Comm) background() {
 		if c.stopped.Load() {
 			return
 		}
-		if c.pollers.Load() > 0 || c.nanos()-c.lastPoll.Load() < int64(bgGrace) {
-			t.Reset(bgGrace)
+		if grace := c.cfg.grace(); c.pollers.Load() > 0 || c.nanos()-c.lastPoll.Load() < int64(grace) {
+			t.Reset(grace)
 			select {
 			case <-t.C:
 			case <-c.bgStop:

@@ -30,6 +30,7 @@ const (
 	DefaultSpinTime    = 30 * time.Microsecond
 	DefaultPeerTimeout = 5 * time.Second
 	DefaultWindow      = 256
+	DefaultPollGrace   = 200 * time.Microsecond
 	// MaxMaxTransfer is the largest MaxTransfer a provider accepts.
 	MaxMaxTransfer = 1 << 26
 	// maxReads bounds the RDMA reads outstanding per connection, each way.
@@ -74,6 +75,13 @@ type Options struct {
 	// MaxBlock caps one blocking wait on the device, which bounds how late a
 	// timer runs when nobody polls (default 2ms).
 	MaxBlock time.Duration
+	// PollGrace is how long after a caller's last poll the provider's
+	// background goroutine leaves the timers to the callers, and how often
+	// at most it looks while they poll (default 200us). A timer runs up to
+	// this late once the callers stop polling. Raise it where every
+	// goroutine wake-up takes a CPU from a rank that needs it (more ranks
+	// than CPUs); mplite does under WithProcessYield.
+	PollGrace time.Duration
 	// MaxRegions and MaxRegisteredBytes bound the memory registered on the
 	// provider (zero: no bound); RegisterMemory fails with an error
 	// matching rdma.ErrLimit beyond them.
@@ -114,6 +122,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBlock <= 0 {
 		o.MaxBlock = 2 * time.Millisecond
+	}
+	if o.PollGrace <= 0 {
+		o.PollGrace = DefaultPollGrace
 	}
 	if o.MaxRegions < 0 || o.MaxRegisteredBytes < 0 {
 		return o, fmt.Errorf("vi: negative registration limit (%d regions, %d bytes)", o.MaxRegions, o.MaxRegisteredBytes)

@@ -562,10 +562,6 @@ func (p *Provider) stopSpin() {
 	p.spinners.Add(-1)
 }
 
-// pollGrace is how long after a poll the background goroutine leaves the
-// timers to the pollers.
-const pollGrace = 200 * time.Microsecond
-
 // background runs timers and progress while nobody polls. While callers
 // poll, or have polled within MaxBlock, it leaves the device to them and
 // only keeps the timers: waking it for every frame would take a CPU from
@@ -583,19 +579,11 @@ func (p *Provider) background() {
 		now := p.now()
 		last := reliability.Time(p.lastActive.Load())
 		spinning := p.spinners.Load() > 0 || p.blockers.Load() > 0
-		if spinning || now-last < reliability.Time(p.opts.MaxBlock) {
-			p.mu.Lock()
-			next := p.nextDeadline
-			p.mu.Unlock()
-			wait := timeUntil(int64(next), int64(now))
-			if spinning || now-last < reliability.Time(pollGrace) {
-				// A poller runs the timers as it polls; waking for
-				// them (an acknowledgement due in microseconds, say)
-				// would only take a CPU from it. Should it stop,
-				// they run at most pollGrace late.
-				wait = max(wait, pollGrace)
-			}
-			t.Reset(min(wait, p.opts.MaxBlock))
+		p.mu.Lock()
+		next := p.nextDeadline
+		p.mu.Unlock()
+		if wait, ok := p.opts.bgNap(now, last, next, spinning); ok {
+			t.Reset(wait)
 			select {
 			case <-t.C:
 			case <-p.done:
@@ -611,7 +599,7 @@ func (p *Provider) background() {
 		p.pollMu.Lock()
 		p.mu.Lock()
 		p.progressLocked()
-		next := p.nextDeadline
+		next = p.nextDeadline
 		failed := p.devErr != nil || p.closed
 		p.mu.Unlock()
 		if failed {
@@ -644,4 +632,23 @@ func (p *Provider) nonce() uint32 {
 			return n
 		}
 	}
+}
+
+// bgNap says whether the background goroutine leaves the device to the
+// callers, who polled last at last (or are spinning or blocked in it now),
+// and if so how long it naps before it looks again; next is when the
+// earliest timer is due.
+func (o Options) bgNap(now, last, next reliability.Time, spinning bool) (time.Duration, bool) {
+	active := max(o.MaxBlock, o.PollGrace)
+	if !spinning && now-last >= reliability.Time(active) {
+		return 0, false
+	}
+	wait := timeUntil(int64(next), int64(now))
+	if spinning || now-last < reliability.Time(o.PollGrace) {
+		// A poller runs the timers as it polls; waking for them (an
+		// acknowledgement due in microseconds, say) would only take a
+		// CPU from it. Should it stop, they run at most PollGrace late.
+		wait = max(wait, o.PollGrace)
+	}
+	return min(wait, active), true
 }
