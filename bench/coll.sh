@@ -8,7 +8,10 @@
 # ratio ours/Open MPI, the measured-fastest algorithm (and its us), the selector's pick, and at the
 # end the selector's accuracy: the % of (coll, size) points where auto's pick is the
 # measured-fastest algorithm. Needs root, an idle machine, openmpi-bin and libopenmpi-dev.
-# Env: SECS (timed seconds per point, both sides; 2), NP (8), MTU (1500), DRIVER (afpacket),
+# ROUNDS (3): Open MPI's script runs ROUNDS times and collbench times every point in ROUNDS
+# interleaved rounds (-rounds); each side's time is the median of its rounds (single runs of one
+# point swing by 20-40 % on this VM, enough to reorder algorithms).
+# Env: SECS (timed seconds per point, both sides; 2), NP (8), MTU (1500), DRIVER (afxdp: its polls are memory reads, where AF_PACKET's are system calls),
 # TUNE (collbench -tune: "measure" or a tuning file; default the built-in model),
 # COLLS (bcast,allgather,alltoall,allreduce), SIZES (1,1024,65536,1048576),
 # OMPI_OUT (reuse a file of ompi-collectives.sh output instead of running it), OUT (work dir).
@@ -17,9 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared}
 SECS=${SECS:-2}
+ROUNDS=${ROUNDS:-3}
 NP=${NP:-8}
 MTU=${MTU:-1500}
-DRIVER=${DRIVER:-afpacket}
+DRIVER=${DRIVER:-afxdp}
 TUNE=${TUNE:-}
 COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
 SIZES=${SIZES:-1,1024,65536,1048576}
@@ -31,18 +35,21 @@ go build -o "$OUT/collbench" ./cmd/collbench
 if [ -n "${OMPI_OUT:-}" ]; then
 	cp "$OMPI_OUT" "$OUT/ompi.out"
 else
-	SECS=$SECS NP=$NP MTU=$MTU sh "$shared/bench/ompi-collectives.sh" >"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
-		cat "$OUT/ompi.err" >&2
-		echo "coll.sh: ompi-collectives.sh failed" >&2
-		exit 1
-	}
+	: >"$OUT/ompi.out"
+	for r in $(seq "$ROUNDS"); do
+		SECS=$SECS NP=$NP MTU=$MTU sh "$shared/bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
+			cat "$OUT/ompi.err" >&2
+			echo "coll.sh: ompi-collectives.sh failed (round $r)" >&2
+			exit 1
+		}
+	done
 fi
 echo "coll.sh: Open MPI done ($(grep -c '^ompi ' "$OUT/ompi.out") points)" >&2
 
 tune=()
 [ -n "$TUNE" ] && tune=(-tune "$TUNE")
 "$OUT/mprun" -np "$NP" -mtu "$MTU" -driver "$DRIVER" -timeout 30m -- \
-	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -secs "$SECS" "${tune[@]}" \
+	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -secs "$(python3 -c "print($SECS*$ROUNDS)")" -rounds "$ROUNDS" "${tune[@]}" \
 	>"$OUT/ours.out" 2>"$OUT/ours.err" || {
 	tail -30 "$OUT/ours.err" >&2
 	echo "coll.sh: collbench failed" >&2
@@ -52,11 +59,13 @@ echo "coll.sh: collbench done ($(grep -c '^\[0\] coll=' "$OUT/ours.out") lines)"
 
 python3 - "$OUT/ompi.out" "$OUT/ours.out" "$COLLS" <<'PY'
 import re, sys, collections
-ompi = {}
+import statistics
+runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     m = re.match(r"ompi (\w+) bytes=(\d+) ranks=(\d+) us=([\d.]+)", line)
     if m:
-        ompi[(m[1], int(m[2]))] = float(m[4])
+        runs[(m[1], int(m[2]))].append(float(m[4]))
+ompi = {k: statistics.median(v) for k, v in runs.items()}
 algos = collections.defaultdict(dict)  # (coll, bytes) -> algo -> us
 chosen = {}
 ranks = None

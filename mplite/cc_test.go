@@ -226,7 +226,7 @@ func TestMeasuredTuning(t *testing.T) {
 		got[c.Rank()] = c.Tuning()
 		return nil
 	}))
-	if got[0].Ts <= 0 || got[0] == mplite.DefaultTuning() {
+	if got[0].Ts <= 0 || got[0].Tc <= 0 || got[0] == mplite.DefaultTuning() {
 		t.Errorf("measured %+v", got[0])
 	}
 	for r := range got {

@@ -59,7 +59,7 @@ func benchColl(b *testing.B, n int, coll, algo string, op func(c *mplite.Comm) e
 	}
 }
 
-var benchSizes = []int{8, 64 << 10}
+var benchSizes = []int{8, 1024, 64 << 10}
 
 func BenchmarkBcast(b *testing.B) {
 	for _, algo := range mplite.Algorithms("bcast") {

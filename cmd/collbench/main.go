@@ -4,15 +4,17 @@
 // (it calls mplite.Init):
 //
 //	mprun -np 8 -- collbench [-sizes 1,1024,65536,1048576] [-colls LIST] [-algos LIST]
-//	                         [-secs S | -iters N] [-check] [-tune measure|FILE] [-stall 10m]
+//	                         [-secs S | -iters N] [-rounds R] [-warmup 1s] [-check]
+//	                         [-tune measure|FILE] [-stall 10m]
 //
 // Rank 0 prints one line per collective, algorithm and size:
 //
 //	coll=NAME algo=ALGO bytes=N ranks=P us=T
 //
 // where T is the mean time per call over a timed loop of back-to-back calls,
-// the maximum over the ranks (as ../shared/bench/ompi-collectives.sh
-// measures Open MPI). algo=auto is the cost model's choice; its line ends
+// the maximum over the ranks, as ../shared/bench/ompi-collectives.sh
+// measures Open MPI. With -rounds R, T is the median of R such loops, each
+// algorithm's loops interleaved with the others'. algo=auto is the cost model's choice; its line ends
 // with chosen=ALGO. Alltoallv also has phased_l2 and phased_l3, CC-MPI's
 // Levels 2 (pattern held locally) and 3 (schedule compiled beforehand).
 //
@@ -54,15 +56,16 @@ const (
 )
 
 type options struct {
-	sizes []int
-	colls []string
-	algos []string // nil: all
-	secs  float64
-	iters int
-	check bool
-	tune  string
-	stall time.Duration // a point running longer is reported and the rank exits (0: never)
-	warm  time.Duration // collectives run untimed before the first point
+	sizes  []int
+	colls  []string
+	algos  []string // nil: all
+	secs   float64
+	iters  int
+	check  bool
+	tune   string
+	stall  time.Duration // a point running longer is reported and the rank exits (0: never)
+	warm   time.Duration // collectives run untimed before the first point
+	rounds int           // each point is timed this many times, algorithms interleaved
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -74,6 +77,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	algos := fs.String("algos", "all", "comma-separated algorithm names to run (auto is the cost model's choice; all: every algorithm and auto)")
 	fs.Float64Var(&o.secs, "secs", 1, "timed seconds per point (the loop runs at least 5 calls)")
 	fs.IntVar(&o.iters, "iters", 0, "calls per timed loop (overrides -secs)")
+	fs.IntVar(&o.rounds, "rounds", 1, "time every point this many times, the algorithms interleaved, and print the median (-secs is split among them)")
 	fs.BoolVar(&o.check, "check", false, "check every result against a local naive reference; exit 1 on a mismatch")
 	fs.DurationVar(&o.warm, "warmup", time.Second, "run untimed allreduces this long before the first point (ranks that just started run several times slower for a while)")
 	fs.DurationVar(&o.stall, "stall", 10*time.Minute, "if one point (collective, algorithm, size) takes longer, print the goroutines and exit 3 (0: wait for ever)")
@@ -109,8 +113,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			}
 		}
 	}
-	if !(o.secs > 0) || o.iters < 0 || o.warm < 0 {
-		return o, fmt.Errorf("collbench: -secs %v / -iters %d: want positive", o.secs, o.iters)
+	if !(o.secs > 0) || o.iters < 0 || o.warm < 0 || o.rounds < 1 {
+		return o, fmt.Errorf("collbench: -secs %v / -iters %d / -warmup %v / -rounds %d: want positive", o.secs, o.iters, o.warm, o.rounds)
 	}
 	return o, nil
 }
@@ -208,6 +212,10 @@ func (b *bench) all() error {
 	if err := b.warmup(); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	if b.c.Rank() == 0 && b.o.tune == "measure" {
+		t := b.c.Tuning()
+		fmt.Fprintf(b.errOut, "collbench: measured ts=%g tc=%g\n", t.Ts, t.Tc)
+	}
 	salt := 0
 	for _, coll := range b.o.colls {
 		sizes := b.o.sizes
@@ -215,25 +223,72 @@ func (b *bench) all() error {
 			sizes = []int{0}
 		}
 		for _, size := range sizes {
-			for _, algo := range b.algosOf(coll) {
-				salt++
-				if err := b.point(coll, algo, size, salt); err != nil {
-					return fmt.Errorf("coll=%s algo=%s bytes=%d: %w", coll, algo, size, err)
+			algos := b.algosOf(coll)
+			times := make([][]float64, len(algos))
+			iters := make([]int, len(algos))
+			bytes := 0
+			// Rounds interleave the algorithms, so that a slow spell of
+			// the machine falls on all of them alike.
+			for range b.o.rounds {
+				for i, algo := range algos {
+					salt++
+					t, n, by, err := b.point(coll, algo, size, salt)
+					if err != nil {
+						return fmt.Errorf("coll=%s algo=%s bytes=%d: %w", coll, algo, size, err)
+					}
+					times[i] = append(times[i], t)
+					iters[i], bytes = n, by
 				}
+			}
+			if b.c.Rank() != 0 {
+				continue
+			}
+			for i, algo := range algos {
+				line := fmt.Sprintf("coll=%s algo=%s bytes=%d ranks=%d us=%.2f", coll, algo, bytes, b.c.Size(), median(times[i])*1e6)
+				if algo == algoAuto {
+					chosen, err := b.c.Algorithm(coll, bytes)
+					if err != nil {
+						return err
+					}
+					line += " chosen=" + chosen
+				}
+				fmt.Fprintln(b.out, line)
+				fmt.Fprintf(b.errOut, "  %s/%s bytes=%d iters=%d rounds(us)=%s\n", coll, algo, bytes, iters[i], usList(times[i]))
 			}
 		}
 	}
 	return nil
 }
 
-// point times (and checks) one collective, algorithm and size.
-func (b *bench) point(coll, algo string, size, salt int) error {
+// median of a non-empty list (the mean of the middle two for an even
+// count).
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	h := len(s) / 2
+	if len(s)%2 == 1 {
+		return s[h]
+	}
+	return (s[h-1] + s[h]) / 2
+}
+
+func usList(v []float64) string {
+	parts := make([]string, len(v))
+	for i, t := range v {
+		parts[i] = strconv.FormatFloat(t*1e6, 'f', 2, 64)
+	}
+	return strings.Join(parts, ",")
+}
+
+// point times (and checks) one collective, algorithm and size for one
+// round: the mean seconds per call (the maximum over the ranks), the calls
+// timed, and the bytes as the cost model counts them.
+func (b *bench) point(coll, algo string, size, salt int) (float64, int, int, error) {
 	force := algo
 	if algo == algoL2 || algo == algoL3 {
 		force = algoAuto
 	}
 	if err := b.c.SetAlgorithm(coll, force); err != nil {
-		return err
+		return 0, 0, 0, err
 	}
 	defer b.c.SetAlgorithm(coll, algoAuto)
 	if b.o.stall > 0 {
@@ -249,39 +304,28 @@ func (b *bench) point(coll, algo string, size, salt int) error {
 	}
 	p, err := newPoint(b.c, coll, algo, size, salt)
 	if err != nil {
-		return err
+		return 0, 0, 0, err
 	}
 	// Warm-up call, checked.
 	if err := p.call(); err != nil {
-		return err
+		return 0, 0, 0, err
 	}
 	b.verify(p, coll, algo, "first call")
 	iters := b.o.iters
 	if iters == 0 {
-		est, err := b.calibrate(p)
+		secs := b.o.secs / float64(b.o.rounds)
+		est, err := b.calibrate(p, secs)
 		if err != nil {
-			return err
+			return 0, 0, 0, err
 		}
-		iters = int(min(max(b.o.secs/max(est, 1e-7), 5), 200000))
+		iters = int(min(max(secs/max(est, 1e-7), 5), 200000))
 	}
 	t, err := b.timeit(p, iters)
 	if err != nil {
-		return err
+		return 0, 0, 0, err
 	}
 	b.verify(p, coll, algo, "last call")
-	if b.c.Rank() == 0 {
-		line := fmt.Sprintf("coll=%s algo=%s bytes=%d ranks=%d us=%.2f", coll, algo, p.bytes, b.c.Size(), t*1e6)
-		if algo == algoAuto {
-			chosen, err := b.c.Algorithm(coll, p.bytes)
-			if err != nil {
-				return err
-			}
-			line += " chosen=" + chosen
-		}
-		fmt.Fprintln(b.out, line)
-		fmt.Fprintf(b.errOut, "  %s/%s bytes=%d iters=%d\n", coll, algo, p.bytes, iters)
-	}
-	return nil
+	return t, iters, p.bytes, nil
 }
 
 func (b *bench) verify(p *point, coll, algo, when string) {
@@ -317,15 +361,15 @@ func (b *bench) warmup() error {
 }
 
 // calibrate estimates one call's time for -secs: it doubles a timed loop
-// until the loop lasts an eighth of -secs (or 4096 calls), so that the
+// until the loop lasts an eighth of secs (or 4096 calls), so that the
 // estimate is not one or two calls' noise.
-func (b *bench) calibrate(p *point) (float64, error) {
+func (b *bench) calibrate(p *point, secs float64) (float64, error) {
 	for n := 1; ; n *= 2 {
 		est, err := b.timeit(p, n)
 		if err != nil {
 			return 0, err
 		}
-		if est*float64(n) >= b.o.secs/8 || n >= 4096 {
+		if est*float64(n) >= secs/8 || n >= 4096 {
 			return est, nil
 		}
 	}

@@ -87,7 +87,7 @@ func (s *syncBuf) String() string {
 func TestLocalBench(t *testing.T) {
 	const n = 5
 	sizes := []int{0, 1, 1001, mplite.DefaultEagerLimit + 1000}
-	o := options{sizes: sizes, colls: mplite.Collectives(), secs: 1, iters: 2, check: true}
+	o := options{sizes: sizes, colls: mplite.Collectives(), secs: 1, iters: 2, check: true, rounds: 2}
 	out, stderr, errs := localBench(t, n, o, mplite.WithLocalFaults(3, memnic.Faults{Loss: 0.02, Reorder: 0.01}))
 	for i, err := range errs {
 		if err != nil {
@@ -96,6 +96,10 @@ func TestLocalBench(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "every result matches") {
 		t.Errorf("no check summary in stderr:\n%s", stderr)
+	}
+	// Two rounds: two times behind every line's median.
+	if !regexp.MustCompile(`(?m)^  bcast/binomial bytes=1 iters=2 rounds\(us\)=[\d.]+,[\d.]+$`).MatchString(stderr) {
+		t.Errorf("no two-round timing for bcast/binomial in stderr:\n%s", stderr)
 	}
 	seen := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -122,8 +126,8 @@ func TestLocalBench(t *testing.T) {
 				case slices.Contains([]string{"reduce", "allreduce", "scan", "exscan"}, coll):
 					b = 8 * elems(s)
 				}
-				if seen[fmt.Sprint(coll, "/", algo, "/", b)] == 0 {
-					t.Errorf("no line for coll=%s algo=%s bytes=%d", coll, algo, b)
+				if seen[fmt.Sprint(coll, "/", algo, "/", b)] != 1 {
+					t.Errorf("%d lines for coll=%s algo=%s bytes=%d, want 1", seen[fmt.Sprint(coll, "/", algo, "/", b)], coll, algo, b)
 				}
 			}
 		}
@@ -188,7 +192,7 @@ func TestParse(t *testing.T) {
 	if err != nil || fmt.Sprint(o.sizes, o.colls, o.algos, o.iters, o.check) != "[0 7] [bcast alltoall] [auto ring] 3 true" {
 		t.Errorf("%+v %v", o, err)
 	}
-	for _, bad := range [][]string{{"-sizes", "x"}, {"-sizes", "-1"}, {"-colls", "broadcast"}, {"-secs", "0"}, {"-warmup", "-1s"}, {"extra"}, {"-algos", "auto,carrier_pigeon"}} {
+	for _, bad := range [][]string{{"-sizes", "x"}, {"-sizes", "-1"}, {"-colls", "broadcast"}, {"-secs", "0"}, {"-warmup", "-1s"}, {"-rounds", "0"}, {"extra"}, {"-algos", "auto,carrier_pigeon"}} {
 		if _, err := parse(bad, &errOut); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -200,7 +204,7 @@ func TestParse(t *testing.T) {
 // calls, not from one or two.
 func TestWarmupAndCalibration(t *testing.T) {
 	const warm = 150 * time.Millisecond
-	o := options{sizes: []int{1}, colls: []string{"barrier"}, algos: []string{"auto"}, secs: 0.05, warm: warm}
+	o := options{sizes: []int{1}, colls: []string{"barrier"}, algos: []string{"auto"}, secs: 0.05, warm: warm, rounds: 1}
 	start := time.Now()
 	_, stderr, errs := localBench(t, 3, o)
 	for i, err := range errs {
@@ -219,5 +223,16 @@ func TestWarmupAndCalibration(t *testing.T) {
 	// far more than the 5-call floor a two-call estimate could give.
 	if n, _ := strconv.Atoi(m[1]); n < 50 {
 		t.Errorf("timed loop of %d calls for -secs 0.05", n)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }
