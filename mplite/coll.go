@@ -38,6 +38,7 @@ type collState struct {
 	algos map[string]string // SetAlgorithm's overrides
 	radix int               // SetAlltoallRadix's Bruck radix (0: the cost model's)
 	sched string            // SetScheduler's scheduler ("": all-to-all-based)
+	scr   scratch           // the running collective's temporary buffers
 }
 
 // collErr wraps a collective's error with the rank and collective.
@@ -64,6 +65,7 @@ func (c *Comm) enter(name string) error {
 		return c.collErr(name, errors.New("another collective is running on this communicator"))
 	}
 	c.coll.busy = true
+	c.coll.scr.reset()
 	c.mu.Unlock()
 	if err := c.ensureTuned(); err != nil {
 		c.leave()
@@ -355,8 +357,8 @@ func (c *Comm) Reduce(send, recv []byte, red Reducer, root int) error {
 
 func (c *Comm) reduceBinomial(send, recv []byte, red *Reducer, root int) error {
 	n, me := c.csize, c.crank
-	acc := append([]byte(nil), send...)
-	tmp := make([]byte, len(send))
+	acc := c.coll.scr.clone(send)
+	tmp := c.coll.scr.get(len(send))
 	// A non-commutative operator needs the tree in rank order: reduce to
 	// rank 0, then pass the result on.
 	lroot := root
@@ -493,7 +495,7 @@ func (c *Comm) allreduceRecDoubling(send, recv []byte, red *Reducer) error {
 	if n == 1 {
 		return nil
 	}
-	tmp := make([]byte, len(send))
+	tmp := c.coll.scr.get(len(send))
 	pof2 := floorPow2(n)
 	rem := n - pof2
 	x := c.newXfer()
@@ -527,12 +529,12 @@ func (c *Comm) reduceRabenseifner(send, recv []byte, red *Reducer, root int, all
 		acc = recv
 		copy(acc, send)
 	} else {
-		acc = append([]byte(nil), send...)
+		acc = c.coll.scr.clone(send)
 	}
 	if n == 1 {
 		return nil
 	}
-	tmp := make([]byte, len(send))
+	tmp := c.coll.scr.get(len(send))
 	pof2 := floorPow2(n)
 	rem := n - pof2
 	off := blocks(len(send)/es, pof2)
@@ -619,7 +621,7 @@ func (c *Comm) allreduceRing(send, recv []byte, red *Reducer) error {
 	if n == 1 {
 		return nil
 	}
-	tmp := make([]byte, len(send))
+	tmp := c.coll.scr.get(len(send))
 	off := blocks(len(send)/es, n)
 	blk := func(b []byte, i int) []byte {
 		i = (i%n + n) % n
@@ -680,7 +682,7 @@ func (c *Comm) scanLinear(send, recv []byte, red *Reducer) error {
 	n, me := c.csize, c.crank
 	x := c.newXfer()
 	if me > 0 {
-		tmp := make([]byte, len(send))
+		tmp := c.coll.scr.get(len(send))
 		if err := x.recv(tmp, me-1, 0); err != nil {
 			return err
 		}
@@ -703,8 +705,8 @@ func (c *Comm) scanRecDoubling(send, recv []byte, red *Reducer, incl bool) error
 	n, me := c.csize, c.crank
 	// partial: the combination over the aligned block this rank has
 	// heard of; recv: over the ranks below (and, inclusive, at) it.
-	partial := append([]byte(nil), send...)
-	tmp := make([]byte, len(send))
+	partial := c.coll.scr.clone(send)
+	tmp := c.coll.scr.get(len(send))
 	have := incl // whether recv holds anything yet
 	if incl {
 		copy(recv, send)

@@ -47,7 +47,7 @@ func (c *Comm) gatherBinomial(send, recv []byte, root int) error {
 	if vr != 0 {
 		sub = min(vr&-vr, n-vr)
 	}
-	tmp := make([]byte, sub*m)
+	tmp := c.coll.scr.get(sub * m)
 	copy(tmp, send)
 	x := c.newXfer()
 	mask := 1
@@ -166,7 +166,7 @@ func (c *Comm) scatterBinomial(send, recv []byte, root int) error {
 	var tmp []byte
 	mask := 1
 	if vr == 0 {
-		tmp = make([]byte, n*m)
+		tmp = c.coll.scr.get(n * m)
 		for v := range n {
 			r := (v + root) % n
 			copy(tmp[v*m:], send[r*m:(r+1)*m])
@@ -176,7 +176,7 @@ func (c *Comm) scatterBinomial(send, recv []byte, root int) error {
 		}
 	} else {
 		mask = vr & -vr
-		tmp = make([]byte, min(mask, n-vr)*m)
+		tmp = c.coll.scr.get(min(mask, n-vr) * m)
 		if err := x.recv(tmp, (vr-mask+root)%n, 0); err != nil {
 			return err
 		}
@@ -286,7 +286,7 @@ func (c *Comm) allgatherBytes(send, recv []byte, algo string) error {
 func (c *Comm) allgatherBruck(send, recv []byte) error {
 	n, m, me := c.csize, len(send), c.crank
 	// tmp[i] ends as the block of rank me+i.
-	tmp := make([]byte, n*m)
+	tmp := c.coll.scr.get(n * m)
 	copy(tmp, send)
 	x := c.newXfer()
 	for k, step := 1, 0; k < n; k, step = k<<1, step+1 {
@@ -410,13 +410,13 @@ func (c *Comm) alltoallBruck(send, recv []byte, m, r int) error {
 	n, me := c.csize, c.crank
 	// tmp[i] holds the block bound for rank me+i (at the start) and, at
 	// the end, the block from rank me-i.
-	tmp := make([]byte, n*m)
+	tmp := c.coll.scr.get(n * m)
 	for i := range n {
 		d := (me + i) % n
 		copy(tmp[i*m:], send[d*m:(d+1)*m])
 	}
-	pack := make([]byte, 0, n*m)
-	unpack := make([]byte, n*m)
+	pack := c.coll.scr.get(n * m)[:0]
+	unpack := c.coll.scr.get(n * m)
 	x := c.newXfer()
 	step := 0
 	for w := 1; w < n; w *= r {

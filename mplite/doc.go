@@ -55,7 +55,9 @@
 // never hands a message to another goroutine. MPLITE_SPIN sets the spin
 // time from the environment, and MPLITE_YIELD=1 (WithProcessYield) makes
 // polls yield the processor to other processes, for more ranks than CPUs
-// (mprun sets it then).
+// (mprun sets it then); yielding ranks spin for YieldSpinTime unless told
+// otherwise, and their background goroutines look in only every 10 ms
+// while calls wait.
 //
 // # Connections
 //

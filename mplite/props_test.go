@@ -372,3 +372,94 @@ func TestHandshakeBuffersRegisteredOnce(t *testing.T) {
 		return nil
 	}))
 }
+
+// bytesPerRun is allocsPerRun for bytes: what f allocates per call,
+// counting every goroutine's allocations.
+func bytesPerRun(runs int, f func()) uint64 {
+	f()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < runs; i++ {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
+}
+
+// Collectives keep their temporary buffers (a reduction's partner buffer,
+// a Bruck exchange's blocks) across calls: a call with 16 KiB blocks
+// allocates a small fraction of that, where it allocated several times the
+// data on every call.
+func TestCollectivesKeepScratch(t *testing.T) {
+	const n, block, warm, runs = 4, 16 << 10, 150, 20
+	sum := mplite.Sum[float64]().Reducer()
+	for _, tc := range []struct {
+		coll, algo string
+		call       func(c *mplite.Comm, send, recv []byte) error
+	}{
+		{"alltoall", "bruck", func(c *mplite.Comm, s, r []byte) error { return c.Alltoall(s, r) }},
+		{"allgather", "bruck", func(c *mplite.Comm, s, r []byte) error { return c.Allgather(s[:block], r) }},
+		{"allreduce", "recursive_doubling", func(c *mplite.Comm, s, r []byte) error { return c.Allreduce(s[:block], r[:block], sum) }},
+		{"allreduce", "rabenseifner", func(c *mplite.Comm, s, r []byte) error { return c.Allreduce(s[:block], r[:block], sum) }},
+		{"allreduce", "ring", func(c *mplite.Comm, s, r []byte) error { return c.Allreduce(s[:block], r[:block], sum) }},
+		{"reduce", "binomial", func(c *mplite.Comm, s, r []byte) error { return c.Reduce(s[:block], r[:block], sum, 0) }},
+		{"scan", "recursive_doubling", func(c *mplite.Comm, s, r []byte) error { return c.Scan(s[:block], r[:block], sum) }},
+		{"gather", "binomial", func(c *mplite.Comm, s, r []byte) error { return c.Gather(s[:block], r, 0) }},
+	} {
+		t.Run(tc.coll+"/"+tc.algo, func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(n, mplite.WithAlgorithm(tc.coll, tc.algo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			errs := make([]error, n)
+			bufs := make([][2][]byte, n)
+			for r := range bufs {
+				bufs[r] = [2][]byte{make([]byte, n*block), make([]byte, n*block)}
+			}
+			call := func(r int) error { return tc.call(comms[r], bufs[r][0], bufs[r][1]) }
+			for r := 1; r < n; r++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range warm + 1 + runs {
+						if errs[r] = call(r); errs[r] != nil {
+							return
+						}
+					}
+				}()
+			}
+			// Warm-up: connections open, the scratch grows once, and every
+			// slot of the reliability windows gets its frame buffer.
+			for range warm {
+				if err := call(0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			per := bytesPerRun(runs, func() {
+				if err := call(0); err != nil {
+					t.Fatal(err)
+				}
+			})
+			wg.Wait()
+			for r, err := range errs {
+				if err != nil {
+					t.Fatalf("rank %d: %v", r, err)
+				}
+			}
+			if per > block/4 {
+				t.Errorf("a call with %d-byte blocks allocates %d bytes (all ranks)", block, per)
+			}
+			for _, c := range comms {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := c.Finalize(); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
