@@ -389,9 +389,14 @@ func bytesPerRun(runs int, f func()) uint64 {
 // Collectives keep their temporary buffers (a reduction's partner buffer,
 // a Bruck exchange's blocks) across calls: a call with 16 KiB blocks
 // allocates a small fraction of that, where it allocated several times the
-// data on every call.
+// data on every call. (What remains is amortised growth: now and then a
+// new peak of unexpected messages takes another 64 KiB buffer into the
+// pool, hence the hundred calls.)
 func TestCollectivesKeepScratch(t *testing.T) {
-	const n, block, warm, runs = 4, 16 << 10, 150, 20
+	if raceEnabled {
+		t.Skip("allocation counts mean nothing under the race detector (the normal pass runs this)")
+	}
+	const n, block, warm, runs = 4, 16 << 10, 150, 100
 	sum := mplite.Sum[float64]().Reducer()
 	for _, tc := range []struct {
 		coll, algo string

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mplite_test
+
+const raceEnabled = false
