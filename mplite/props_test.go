@@ -252,6 +252,13 @@ func TestArgumentsAndFinalized(t *testing.T) {
 // allocsPerRun is testing.AllocsPerRun without its GOMAXPROCS(1): with one
 // P the two ranks could not poll at once and would block.
 func allocsPerRun(runs int, f func()) float64 {
+	mallocs, _ := memPerRun(runs, f)
+	return float64(mallocs)
+}
+
+// memPerRun runs f once, then runs times, and returns the allocations and
+// bytes allocated per run, counting every goroutine's.
+func memPerRun(runs int, f func()) (mallocs, bytes uint64) {
 	f()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -259,7 +266,7 @@ func allocsPerRun(runs int, f func()) float64 {
 		f()
 	}
 	runtime.ReadMemStats(&after)
-	return float64((after.Mallocs - before.Mallocs) / uint64(runs))
+	return (after.Mallocs - before.Mallocs) / uint64(runs), (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
 }
 
 // The eager hot path (Send, Recv, Sendrecv of short messages, and Isend,
@@ -373,19 +380,6 @@ func TestHandshakeBuffersRegisteredOnce(t *testing.T) {
 	}))
 }
 
-// bytesPerRun is allocsPerRun for bytes: what f allocates per call,
-// counting every goroutine's allocations.
-func bytesPerRun(runs int, f func()) uint64 {
-	f()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := 0; i < runs; i++ {
-		f()
-	}
-	runtime.ReadMemStats(&after)
-	return (after.TotalAlloc - before.TotalAlloc) / uint64(runs)
-}
-
 // Collectives keep their temporary buffers (a reduction's partner buffer,
 // a Bruck exchange's blocks) across calls: a call with 16 KiB blocks
 // allocates a small fraction of that, where it allocated several times the
@@ -441,7 +435,7 @@ func TestCollectivesKeepScratch(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			per := bytesPerRun(runs, func() {
+			_, per := memPerRun(runs, func() {
 				if err := call(0); err != nil {
 					t.Fatal(err)
 				}
