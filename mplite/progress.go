@@ -172,9 +172,10 @@ func (c *Comm) handle(comp completion) {
 }
 
 // background is the progress goroutine: when no call has waited for its
-// grace (config.grace), it waits on the completion queue and handles what completes, so
-// nonblocking operations advance while the user computes. While calls wait
-// it only looks at the clock now and then, so it never slows them.
+// grace (config.grace), it waits on the completion queue and handles what
+// completes, so nonblocking operations advance while the user computes.
+// While calls wait it only looks at the clock now and then, so it never
+// slows them.
 func (c *Comm) background() {
 	defer close(c.bgDone)
 	t := time.NewTimer(time.Hour)

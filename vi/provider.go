@@ -563,7 +563,7 @@ func (p *Provider) stopSpin() {
 }
 
 // background runs timers and progress while nobody polls. While callers
-// poll, or have polled within MaxBlock, it leaves the device to them and
+// poll, or have polled lately (bgNap), it leaves the device to them and
 // only keeps the timers: waking it for every frame would take a CPU from
 // the pollers.
 func (p *Provider) background() {
