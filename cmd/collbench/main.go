@@ -14,8 +14,8 @@
 // where T is the mean time per call over a timed loop of back-to-back calls,
 // the maximum over the ranks, as ../shared/bench/ompi-collectives.sh
 // measures Open MPI. With -rounds R, T is the median of R such loops, each
-// algorithm's loops interleaved with the others'. algo=auto is the cost model's choice; its line ends
-// with chosen=ALGO. Alltoallv also has phased_l2 and phased_l3, CC-MPI's
+// algorithm's loops interleaved with the others'. algo=auto is the cost
+// model's choice; its line ends with chosen=ALGO. Alltoallv also has phased_l2 and phased_l3, CC-MPI's
 // Levels 2 (pattern held locally) and 3 (schedule compiled beforehand).
 //
 // bytes is as the cost model counts it: the whole buffer for bcast,
@@ -240,22 +240,30 @@ func (b *bench) all() error {
 					iters[i], bytes = n, by
 				}
 			}
-			if b.c.Rank() != 0 {
-				continue
-			}
-			for i, algo := range algos {
-				line := fmt.Sprintf("coll=%s algo=%s bytes=%d ranks=%d us=%.2f", coll, algo, bytes, b.c.Size(), median(times[i])*1e6)
-				if algo == algoAuto {
-					chosen, err := b.c.Algorithm(coll, bytes)
-					if err != nil {
-						return err
-					}
-					line += " chosen=" + chosen
+			if b.c.Rank() == 0 {
+				if err := b.report(coll, bytes, algos, times, iters); err != nil {
+					return err
 				}
-				fmt.Fprintln(b.out, line)
-				fmt.Fprintf(b.errOut, "  %s/%s bytes=%d iters=%d rounds(us)=%s\n", coll, algo, bytes, iters[i], usList(times[i]))
 			}
 		}
+	}
+	return nil
+}
+
+// report prints one line per algorithm of a point (its rounds' median), and
+// the rounds themselves on stderr.
+func (b *bench) report(coll string, bytes int, algos []string, times [][]float64, iters []int) error {
+	for i, algo := range algos {
+		line := fmt.Sprintf("coll=%s algo=%s bytes=%d ranks=%d us=%.2f", coll, algo, bytes, b.c.Size(), median(times[i])*1e6)
+		if algo == algoAuto {
+			chosen, err := b.c.Algorithm(coll, bytes)
+			if err != nil {
+				return err
+			}
+			line += " chosen=" + chosen
+		}
+		fmt.Fprintln(b.out, line)
+		fmt.Fprintf(b.errOut, "  %s/%s bytes=%d iters=%d rounds(us)=%s\n", coll, algo, bytes, iters[i], usList(times[i]))
 	}
 	return nil
 }
