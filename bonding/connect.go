@@ -443,6 +443,19 @@ func (b *Bond) ConnectWait(ctx context.Context, discriminator uint64) (*ConnRequ
 	return &ConnRequest{b: b, q: q}, nil
 }
 
+// PollConnect is ConnectWait that never waits (vi.Provider.PollConnect on
+// rail 0).
+func (b *Bond) PollConnect(discriminator uint64) (*ConnRequest, bool) {
+	if checkDisc(discriminator) != nil {
+		return nil, false
+	}
+	q, ok := b.rails[0].PollConnect(discriminator)
+	if !ok {
+		return nil, false
+	}
+	return &ConnRequest{b: b, q: q}, true
+}
+
 // Remote is the requesting peer as far as its request tells: its rail-0
 // MAC (MACs holds that one address) and the discriminator. Its other
 // rails' MACs are known only once Accept has connected them (VI.Peer then

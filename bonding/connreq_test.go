@@ -93,19 +93,17 @@ func expiredCtx() context.Context {
 	return ctx
 }
 
-// pollRequest polls e for a request to disc with an expired context, as
-// mplite does, until one comes or d passes.
+// pollRequest polls e for a request to disc with PollConnect, as mplite
+// does, until one comes or d passes.
 func pollRequest(t *testing.T, e *end, disc uint64, d time.Duration) *ConnRequest {
 	t.Helper()
-	expired := expiredCtx()
 	deadline := time.Now().Add(d)
 	for {
-		req, err := e.b.ConnectWait(expired, disc)
-		if err == nil {
+		if req, ok := e.b.PollConnect(disc); ok {
 			return req
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no connection request after %v: %v", d, err)
+			t.Fatalf("no connection request after %v", d)
 		}
 		time.Sleep(500 * time.Microsecond)
 	}
@@ -339,8 +337,8 @@ func TestAcceptSupersedesRequest(t *testing.T) {
 	exchange(t, a, b, va, vb, 9)
 }
 
-// TestPollNoRequest: a poll with an expired context and nothing queued
-// fails at once and rejects nothing; a request arriving afterwards, and
+// TestPollNoRequest: a poll (PollConnect, or ConnectWait with an expired
+// context) with nothing queued fails at once and rejects nothing; a request arriving afterwards, and
 // one already on its way while the acceptor polls, are accepted.
 func TestPollNoRequest(t *testing.T) {
 	const disc = 23
@@ -356,8 +354,16 @@ func TestPollNoRequest(t *testing.T) {
 			t.Fatalf("poll: %v, want context.Canceled", err)
 		}
 	}
+	for range 100 {
+		if req, ok := b.b.PollConnect(disc); ok {
+			t.Fatalf("PollConnect found a request from %v", req.Remote())
+		}
+	}
 	if d := time.Since(t0); d > time.Second {
-		t.Errorf("100 polls took %v", d)
+		t.Errorf("200 polls took %v", d)
+	}
+	if req, ok := b.b.PollConnect(RailBit | disc); ok {
+		t.Fatalf("PollConnect of an invalid discriminator returned %v", req.Remote())
 	}
 	ctx := ctxT(t, 30*time.Second)
 	for i := range 2 {

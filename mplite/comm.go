@@ -137,7 +137,6 @@ type endpoint struct {
 	leader    bool
 	leaderCtx pollCtx
 	stopped   atomic.Bool
-	expired   context.Context
 	ctx       context.Context // cancelled when the communicator closes
 	cancel    context.CancelFunc
 	conns     sync.WaitGroup
@@ -277,9 +276,6 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	c.world = c
 	c.cond.L = &c.mu
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	ex, cancel := context.WithCancel(context.Background())
-	cancel()
-	c.expired = ex
 	c.macs = make([][6]byte, size)
 	rails := max(1, len(devs))
 	for i, ms := range macs {
@@ -535,7 +531,7 @@ func (c *Comm) connectAll() {
 // provider. The rule for two simultaneous requests: the lower rank's wins.
 func (c *Comm) pollConnRequests() {
 	for {
-		req, ok := c.fab.pollRequest(c.expired)
+		req, ok := c.fab.pollRequest()
 		if !ok {
 			return
 		}

@@ -26,7 +26,7 @@ type fabric interface {
 	newLink(qdepth int) (link, error) // called with c.mu held
 	// pollRequest returns a connection request waiting for this rank,
 	// without blocking.
-	pollRequest(expired context.Context) (connRequest, bool)
+	pollRequest() (connRequest, bool)
 	// acceptBlocks says that accepting takes a round trip (a bond
 	// connects its other rails), so it is done outside the lock.
 	acceptBlocks() bool
@@ -98,9 +98,9 @@ func (f *viFabric) newLink(qdepth int) (link, error) {
 	return viLink{v}, nil
 }
 
-func (f *viFabric) pollRequest(expired context.Context) (connRequest, bool) {
-	req, err := f.p.ConnectWait(expired, discriminator)
-	if err != nil {
+func (f *viFabric) pollRequest() (connRequest, bool) {
+	req, ok := f.p.PollConnect(discriminator)
+	if !ok {
 		return nil, false
 	}
 	return viRequest{req}, true
@@ -194,9 +194,9 @@ func (f *bondFabric) newLink(qdepth int) (link, error) {
 	return &bondLink{VI: v, n: id}, nil
 }
 
-func (f *bondFabric) pollRequest(expired context.Context) (connRequest, bool) {
-	req, err := f.b.ConnectWait(expired, discriminator)
-	if err != nil {
+func (f *bondFabric) pollRequest() (connRequest, bool) {
+	req, ok := f.b.PollConnect(discriminator)
+	if !ok {
 		return nil, false
 	}
 	return bondRequest{req}, true

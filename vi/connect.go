@@ -228,20 +228,45 @@ func (v *VI) awaitConnect(ctx context.Context, kind reliability.Kind, attempt ui
 func (p *Provider) ConnectWait(ctx context.Context, discriminator uint64) (*ConnRequest, error) {
 	var r *ConnRequest
 	err := p.wait(ctx, p.connWake, func() bool {
-		for _, q := range p.connReqs {
-			if !q.taken && q.remote.Discriminator == discriminator {
-				r = q
-				q.taken = true
-				signal(p.connWake) // others may be waiting for the rest
-				return true
-			}
-		}
-		return false
+		r = p.takeConnReq(discriminator)
+		return r != nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vi: connect wait %d: %w", discriminator, err)
 	}
 	return r, nil
+}
+
+// PollConnect is ConnectWait that never waits: it takes a request to
+// discriminator that has arrived, after one pass over the device if none
+// had. For callers that look for requests now and then while they run (an
+// MPI layer whose peers connect on first use): an expired ConnectWait
+// allocates its error on every look.
+func (p *Provider) PollConnect(discriminator uint64) (*ConnRequest, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, false
+	}
+	r := p.takeConnReq(discriminator)
+	if r == nil {
+		p.progressLocked()
+		r = p.takeConnReq(discriminator)
+	}
+	return r, r != nil
+}
+
+// takeConnReq hands out the oldest request to discriminator not yet taken.
+// p.mu is held.
+func (p *Provider) takeConnReq(discriminator uint64) *ConnRequest {
+	for _, q := range p.connReqs {
+		if !q.taken && q.remote.Discriminator == discriminator {
+			q.taken = true
+			signal(p.connWake) // others may be waiting for the rest
+			return q
+		}
+	}
+	return nil
 }
 
 // Accept connects v, which must be Idle and have the requested reliability
