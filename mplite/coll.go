@@ -39,6 +39,9 @@ type collState struct {
 	radix int               // SetAlltoallRadix's Bruck radix (0: the cost model's)
 	sched string            // SetScheduler's scheduler ("": all-to-all-based)
 	scr   scratch           // the running collective's temporary buffers
+	xs    []*xfer           // its request sets (newXfer); nx of them lent
+	nx    int
+	ints  []int // its block layout (uniform)
 }
 
 // collErr wraps a collective's error with the rank and collective.
@@ -66,6 +69,7 @@ func (c *Comm) enter(name string) error {
 	}
 	c.coll.busy = true
 	c.coll.scr.reset()
+	c.coll.nx = 0
 	c.mu.Unlock()
 	if err := c.ensureTuned(); err != nil {
 		c.leave()
@@ -100,8 +104,8 @@ type xfer struct {
 // reqSet is ready when every request is.
 type reqSet []*Request
 
-func (s reqSet) ready() bool {
-	for _, r := range s {
+func (s *reqSet) ready() bool {
+	for _, r := range *s {
 		if !r.done {
 			return false
 		}
@@ -109,7 +113,19 @@ func (s reqSet) ready() bool {
 	return true
 }
 
-func (c *Comm) newXfer() *xfer { return &xfer{c: c} }
+// newXfer lends the running collective a request set, kept across calls
+// with its slices' room (like its scratch), so that a collective allocates
+// nothing on its way.
+func (c *Comm) newXfer() *xfer {
+	cs := &c.coll
+	if cs.nx == len(cs.xs) {
+		cs.xs = append(cs.xs, &xfer{c: c})
+	}
+	x := cs.xs[cs.nx]
+	cs.nx++
+	x.reqs, x.want = x.reqs[:0], x.want[:0]
+	return x
+}
 
 func (x *xfer) send(buf []byte, to, tag int) error {
 	c := x.c
@@ -155,7 +171,7 @@ func (x *xfer) wait() error {
 		return nil
 	}
 	c := x.c
-	c.wait(x.reqs)
+	c.wait(&x.reqs)
 	var errs []error
 	c.mu.Lock()
 	for i, r := range x.reqs {
@@ -187,9 +203,15 @@ func ceilLog2(n int) int {
 func floorPow2(n int) int { return 1 << (bits.Len(uint(n)) - 1) }
 
 // blocks splits cnt elements into k nearly equal blocks; off[i] is where
-// block i starts and off[k] = cnt.
-func blocks(cnt, k int) []int {
-	off := make([]int, k+1)
+// block i starts and off[k] = cnt. The offsets live in memory the
+// communicator keeps for its running collective.
+func (c *Comm) blocks(cnt, k int) []int {
+	cs := &c.coll
+	if cap(cs.ints) < k+1 {
+		cs.ints = make([]int, k+1)
+	}
+	off := cs.ints[: k+1 : k+1]
+	off[0] = 0
 	q, r := cnt/k, cnt%k
 	for i := range k {
 		n := q
@@ -537,7 +559,7 @@ func (c *Comm) reduceRabenseifner(send, recv []byte, red *Reducer, root int, all
 	tmp := c.coll.scr.get(len(send))
 	pof2 := floorPow2(n)
 	rem := n - pof2
-	off := blocks(len(send)/es, pof2)
+	off := c.blocks(len(send)/es, pof2)
 	rng := func(b []byte, lo, hi int) []byte { return b[off[lo]*es : off[hi]*es] }
 	x := c.newXfer()
 	nr, err := c.fold(x, acc, tmp, red, pof2)
@@ -545,7 +567,8 @@ func (c *Comm) reduceRabenseifner(send, recv []byte, red *Reducer, root int, all
 		return err
 	}
 	type step struct{ partner, sLo, sHi, rLo, rHi int }
-	var steps []step
+	var stepBuf [64]step // one per halving: log2 of the ranks
+	steps := stepBuf[:0]
 	if nr >= 0 {
 		lo, hi := 0, pof2
 		for mask := 1; mask < pof2; mask <<= 1 {
@@ -622,7 +645,7 @@ func (c *Comm) allreduceRing(send, recv []byte, red *Reducer) error {
 		return nil
 	}
 	tmp := c.coll.scr.get(len(send))
-	off := blocks(len(send)/es, n)
+	off := c.blocks(len(send)/es, n)
 	blk := func(b []byte, i int) []byte {
 		i = (i%n + n) % n
 		return b[off[i]*es : off[i+1]*es]

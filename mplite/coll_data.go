@@ -23,7 +23,7 @@ func (c *Comm) Gather(send, recv []byte, root int) error {
 	}
 	var err error
 	if c.pickAlgo(collGather, m, true) == "linear" {
-		counts, displs := uniform(n, m)
+		counts, displs := c.uniform(n, m)
 		err = c.gathervLinear(send, recv, counts, displs, root)
 	} else {
 		err = c.gatherBinomial(send, recv, root)
@@ -31,9 +31,14 @@ func (c *Comm) Gather(send, recv []byte, root int) error {
 	return c.collErr(collGather, err)
 }
 
-// uniform gives counts and displacements of n blocks of m bytes.
-func uniform(n, m int) (counts, displs []int) {
-	counts, displs = make([]int, n), make([]int, n)
+// uniform gives counts and displacements of n blocks of m bytes, in
+// memory the communicator keeps for its running collective.
+func (c *Comm) uniform(n, m int) (counts, displs []int) {
+	cs := &c.coll
+	if cap(cs.ints) < 2*n {
+		cs.ints = make([]int, 2*n)
+	}
+	counts, displs = cs.ints[:n:n], cs.ints[n:2*n:2*n]
 	for i := range counts {
 		counts[i], displs[i] = m, i*m
 	}
@@ -149,7 +154,7 @@ func (c *Comm) Scatter(send, recv []byte, root int) error {
 	var err error
 	switch c.pickAlgo(collScatter, m, true) {
 	case "linear":
-		counts, displs := uniform(n, m)
+		counts, displs := c.uniform(n, m)
 		err = c.scattervLinear(send, counts, displs, recv, root)
 	case "mcast": // aggregated multicast (mcast.go)
 		err = c.scatterMulticast(send, recv, root)
@@ -265,7 +270,7 @@ func (c *Comm) allgatherBytes(send, recv []byte, algo string) error {
 	case "mcast": // n reliable multicast Bcasts (mcast.go)
 		return c.allgatherMulticast(send, recv)
 	case "ring":
-		counts, displs := uniform(n, m)
+		counts, displs := c.uniform(n, m)
 		return c.allgathervRing(send, recv, counts, displs)
 	case "recursive_doubling":
 		copy(recv[c.crank*m:], send)
@@ -390,17 +395,17 @@ func (c *Comm) Alltoall(send, recv []byte) error {
 	case "bruck":
 		err = c.alltoallBruck(send, recv, m, c.alltoallRadix(m))
 	case "pairwise":
-		counts, displs := uniform(n, m)
+		counts, displs := c.uniform(n, m)
 		err = c.alltoallvPairwise(send, counts, displs, recv, counts, displs)
 	case "phased":
-		counts, displs := uniform(n, m)
+		counts, displs := c.uniform(n, m)
 		if m < c.phasedThreshold() {
 			err = c.alltoallvLinear(send, counts, displs, recv, counts, displs)
 		} else {
 			err = c.runPhases(allToAllPhases(n), send, counts, displs, recv, counts, displs)
 		}
 	default:
-		counts, displs := uniform(n, m)
+		counts, displs := c.uniform(n, m)
 		err = c.alltoallvLinear(send, counts, displs, recv, counts, displs)
 	}
 	return c.collErr(collAlltoall, err)

@@ -548,7 +548,9 @@ func (c *Comm) ensureTuned() error {
 // large ping-pong having been the luckier, t_c = 0).
 func (c *Comm) measure() (Tuning, error) {
 	const small, large, warm, rounds = 0, 64 << 10, 3, 15
-	x := c.newXfer()
+	// Its own request set: this runs on the world inside another
+	// communicator's first collective, so the world's are not ours to lend.
+	x := &xfer{c: c}
 	var res [16]byte
 	if c.rank <= 1 {
 		buf := make([]byte, large)
