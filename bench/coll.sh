@@ -7,7 +7,8 @@
 # selector's choice (algo=auto). Prints a markdown table: coll, bytes, Open MPI us, ours (auto) us,
 # ratio ours/Open MPI, the measured-fastest algorithm (and its us), the selector's pick, and at the
 # end the selector's accuracy: the % of (coll, size) points where auto's pick is the
-# measured-fastest algorithm. Needs root, an idle machine, openmpi-bin and libopenmpi-dev.
+# measured-fastest algorithm, and the % where the pick's median is no slower than the fastest
+# algorithm's slowest round (a pick within the rounds' noise). Needs root, an idle machine, openmpi-bin and libopenmpi-dev.
 # ROUNDS (3): Open MPI's script runs ROUNDS times and collbench times every point in ROUNDS
 # interleaved rounds (-rounds); each side's time is the median of its rounds (single runs of one
 # point swing by 20-40 % on this VM, enough to reorder algorithms).
@@ -57,7 +58,7 @@ tune=()
 }
 echo "coll.sh: collbench done ($(grep -c '^\[0\] coll=' "$OUT/ours.out") lines)" >&2
 
-python3 - "$OUT/ompi.out" "$OUT/ours.out" "$COLLS" <<'PY'
+python3 - "$OUT/ompi.out" "$OUT/ours.out" "$COLLS" "$OUT/ours.err" <<'PY'
 import re, sys, collections
 import statistics
 runs = collections.defaultdict(list)
@@ -78,10 +79,15 @@ for line in open(sys.argv[2]):
     algos[key][m[2]] = float(m[5])
     if m[2] == "auto":
         chosen[key] = m[6]
+rounds = {}  # (coll, bytes, algo) -> the rounds' times
+for line in open(sys.argv[4]):
+    m = re.match(r"\[0\]\s+([\w-]+)/([\w-]+) bytes=(\d+) iters=\d+ rounds\(us\)=([\d.,]+)", line)
+    if m:
+        rounds[(m[1], int(m[3]), m[2])] = [float(v) for v in m[4].split(",")]
 order = sys.argv[3].split(",")
 print("| coll | bytes | Open MPI us | ours (auto) us | ours / Open MPI | fastest algo (us) | selector's pick | pick is fastest |")
 print("|---|---|---|---|---|---|---|---|")
-hits = points = 0
+hits = points = near = 0
 for key in sorted(algos, key=lambda k: (order.index(k[0]) if k[0] in order else 99, k[1])):
     a = algos[key]
     real = {k: v for k, v in a.items() if k != "auto" and not k.startswith("phased_l")}
@@ -92,6 +98,9 @@ for key in sorted(algos, key=lambda k: (order.index(k[0]) if k[0] in order else 
     ok = pick == fast
     points += 1
     hits += ok
+    # within the noise: the pick's median is no slower than the fastest's
+    # slowest round
+    near += ok or (pick in real and real[pick] <= max(rounds.get(key + (fast,), [real[fast]])))
     o = ompi.get(key)
     ratio = "%.2f" % (a["auto"] / o) if o else "n/a"
     print("| %s | %d | %s | %.2f | %s | %s (%.2f) | %s | %s |" % (
@@ -102,6 +111,8 @@ if missing:
 if points:
     print("\nselector accuracy: %d of %d points (%.0f %%) pick the measured-fastest algorithm; %s ranks" % (
         hits, points, 100.0 * hits / points, ranks))
+    print("within the noise: %d of %d points (%.0f %%) pick an algorithm whose median is no slower than the fastest's slowest round" % (
+        near, points, 100.0 * near / points))
 else:
     print("\nno points")
     sys.exit(1)
