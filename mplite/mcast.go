@@ -157,6 +157,7 @@ type mcastEP struct {
 	stats   McastStats
 
 	// Scratch of the running operation (under run).
+	op    mcOp
 	frame []byte
 	stash []mcStashed
 	have  []uint64
@@ -420,7 +421,8 @@ func (c *Comm) mcastRun(g *mcGroup, buf []byte, off, total, root int, nak bool) 
 	if c.crank == root {
 		off, total = 0, len(buf)
 	}
-	o := &mcOp{c: c, g: g, port: port, buf: buf, off: off, total: total, root: root, n: c.csize, me: c.crank, nak: nak,
+	o := &m.op // under m.run: one operation at a time
+	*o = mcOp{c: c, g: g, port: port, buf: buf, off: off, total: total, root: root, n: c.csize, me: c.crank, nak: nak,
 		cs: port.MaxPayload() - mcHdrLen, rootMAC: c.macs[c.worldRank(root)], x: c.newXfer(), rto: mcastRTO}
 	o.k = (total + o.cs - 1) / o.cs
 	if uint64(total) > 0xffffffff {

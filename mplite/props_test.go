@@ -413,6 +413,8 @@ func TestCollectivesKeepScratch(t *testing.T) {
 		{"allgather", "recursive_doubling", func(c *mplite.Comm, s, r []byte) error { return c.Allgather(s[:block], r) }},
 		{"bcast", "scatter_allgather", func(c *mplite.Comm, s, r []byte) error { return c.Bcast(s[:block], 0) }},
 		{"barrier", "dissemination", func(c *mplite.Comm, s, r []byte) error { return c.Barrier() }},
+		{"bcast", "mcast-nak", func(c *mplite.Comm, s, r []byte) error { return c.Bcast(s[:block], 0) }},
+		{"bcast", "mcast-ack", func(c *mplite.Comm, s, r []byte) error { return c.Bcast(s[:block], 0) }},
 	} {
 		t.Run(tc.coll+"/"+tc.algo, func(t *testing.T) {
 			comms, err := mplite.NewLocalWorld(n, mplite.WithAlgorithm(tc.coll, tc.algo))
