@@ -41,7 +41,15 @@ type collState struct {
 	scr   scratch           // the running collective's temporary buffers
 	xs    []*xfer           // its request sets (newXfer); nx of them lent
 	nx    int
-	ints  []int // its block layout (uniform)
+	ints  []int // its block layout (layout: uniform, blocks)
+}
+
+// layout lends the running collective n ints for a block layout.
+func (cs *collState) layout(n int) []int {
+	if cap(cs.ints) < n {
+		cs.ints = make([]int, n)
+	}
+	return cs.ints[:n:n]
 }
 
 // collErr wraps a collective's error with the rank and collective.
@@ -206,11 +214,7 @@ func floorPow2(n int) int { return 1 << (bits.Len(uint(n)) - 1) }
 // block i starts and off[k] = cnt. The offsets live in memory the
 // communicator keeps for its running collective.
 func (c *Comm) blocks(cnt, k int) []int {
-	cs := &c.coll
-	if cap(cs.ints) < k+1 {
-		cs.ints = make([]int, k+1)
-	}
-	off := cs.ints[: k+1 : k+1]
+	off := c.coll.layout(k + 1)
 	off[0] = 0
 	q, r := cnt/k, cnt%k
 	for i := range k {

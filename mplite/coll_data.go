@@ -34,11 +34,8 @@ func (c *Comm) Gather(send, recv []byte, root int) error {
 // uniform gives counts and displacements of n blocks of m bytes, in
 // memory the communicator keeps for its running collective.
 func (c *Comm) uniform(n, m int) (counts, displs []int) {
-	cs := &c.coll
-	if cap(cs.ints) < 2*n {
-		cs.ints = make([]int, 2*n)
-	}
-	counts, displs = cs.ints[:n:n], cs.ints[n:2*n:2*n]
+	l := c.coll.layout(2 * n)
+	counts, displs = l[:n:n], l[n:]
 	for i := range counts {
 		counts[i], displs[i] = m, i*m
 	}
