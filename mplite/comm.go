@@ -336,7 +336,7 @@ func (c *Comm) openProvider() error {
 	}
 	maxT = max(maxT, c.slot)
 	qd := max(vi.DefaultQueueDepth, c.qdepth)
-	f, err := openFabric(c.devs, vi.Options{
+	o := vi.Options{
 		Config:      nic.Config{EtherType: c.cfg.etherType, JobKey: c.cfg.jobKey},
 		MaxTransfer: maxT,
 		QueueDepth:  qd,
@@ -345,9 +345,11 @@ func (c *Comm) openProvider() error {
 		// (only the progress goroutine's) block at once.
 		SpinTime:    -1,
 		PeerTimeout: c.cfg.peerTimeout,
-		PollGrace:   c.cfg.grace(),
-		MaxBlock:    max(c.cfg.grace(), 2*time.Millisecond),
-	}, 2*c.qdepth*max(1, c.size-1))
+	}
+	if c.cfg.osYield {
+		o.PollGrace, o.MaxBlock = sharedGrace, sharedGrace
+	}
+	f, err := openFabric(c.devs, o, 2*c.qdepth*max(1, c.size-1))
 	if err != nil {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}

@@ -163,8 +163,9 @@ func (c *config) pollEnv(getenv func(string) string) error {
 	return nil
 }
 
-// grace is how long the background goroutines (the communicator's and the
-// provider's) leave progress to waiting calls after their last poll.
+// grace is how long the communicator's progress goroutine leaves progress
+// to waiting calls after their last poll (openProvider sets the
+// provider's).
 func (c *config) grace() time.Duration {
 	if c.osYield {
 		return sharedGrace
