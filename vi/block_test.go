@@ -43,10 +43,15 @@ func TestBlock(t *testing.T) {
 	// goroutine having taken the device on a loaded machine, or ended by a
 	// timer of the provider's: try again.)
 	blocked := make(chan bool, 1)
-	for attempt := 1; ; attempt++ {
+	// startBlock polls a while, then lets a goroutine Block and gives it
+	// 20 ms to fall asleep.
+	startBlock := func() {
 		pollAWhile()
 		go func() { blocked <- b.p.Block(time.Now().Add(10 * time.Second)) }()
 		time.Sleep(20 * time.Millisecond)
+	}
+	for attempt := 1; ; attempt++ {
+		startBlock()
 		select {
 		case <-blocked:
 			if attempt == 10 {
@@ -91,9 +96,7 @@ func TestBlock(t *testing.T) {
 	// the device: Block is refused then, and the interrupt stays for the
 	// next Block. Consume it and try again.
 	for attempt := 1; ; attempt++ {
-		pollAWhile()
-		go func() { blocked <- b.p.Block(time.Now().Add(10 * time.Second)) }()
-		time.Sleep(20 * time.Millisecond)
+		startBlock()
 		b.p.Interrupt()
 		var ok bool
 		select {
