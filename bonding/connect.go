@@ -375,7 +375,9 @@ const (
 // and connection, never per message. The rail providers do not spin: the
 // bond's own waiters do.
 //
-// While a waiter spins on the VI (pollers), the goroutine stays parked: the
+// While a waiter spins on the VI (pollers), the goroutine stays parked (and
+// one already in its CQ wait leaves it before it would sleep in the device
+// again, vi.CQ.WaitOr): the
 // spinner polls every rail itself, and a rail goroutine woken by every
 // frame would only take its CPU and its locks. It is woken when the last
 // spinner blocks, and looks again every pollerNap by itself: a waiter that
@@ -387,9 +389,10 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 	rl := v.rails[r]
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	// A waiter asleep in this rail's device handles its frames too.
+	stepAside := func() bool { return v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 }
 	for {
-		// A waiter asleep in this rail's device handles its frames too.
-		if v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 {
+		if stepAside() {
 			t.Reset(pollerNap)
 			select {
 			case <-v.railWake[r]:
@@ -400,10 +403,16 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 			t.Stop()
 			continue
 		}
-		if _, err := rl.cq.Wait(ctx); err != nil {
+		// The wait gives up as soon as a waiter spins or sleeps here,
+		// before it would sleep in the device again (vi.CQ.WaitOr).
+		_, ok, err := rl.cq.WaitOr(ctx, stepAside)
+		if err != nil {
 			// The connection ended (or the CQ closed: the VI is going
 			// away).
 			return
+		}
+		if !ok {
+			continue
 		}
 		v.mu.Lock()
 		v.drainRail(rl)

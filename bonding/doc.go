@@ -134,7 +134,10 @@
 //     arrives while nobody polls, and wakes a blocked waiter. While a wait
 //     spins, or sleeps in the rail's device, these goroutines stay parked,
 //     so that no frame wakes one just
-//     to contend with the spinner for the VI; the last spinner to block
+//     to contend with the spinner for the VI (one already waiting on its
+//     CQ leaves that wait, vi.CQ.WaitOr, rather than sleep in the device
+//     again, where its thread would keep a P that a preempted spinner
+//     locked to its thread needs back); the last spinner to block
 //     wakes them, and they look again every 10 ms by themselves, so that
 //     the peer's messages are taken off the rails and credit flows without
 //     any user call. No goroutine or allocation per message.

@@ -121,6 +121,36 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 	return c, nil
 }
 
+// WaitOr is Wait that also gives up, reporting ok false and no error, once
+// stop reports true. It checks stop (with the provider's lock held: stop
+// must not call into the provider) before every sleep and after every
+// wake-up, so a helper goroutine that should step aside when another one
+// starts polling (a bond's rail goroutine, when a user wait spins) never
+// sleeps in the device again after that. This matters when goroutines
+// locked to their threads spin without yielding on every P: a helper that
+// borrows a P while one of them is preempted and then blocks in a system
+// call keeps that P until the runtime's monitor takes it back, which can
+// be 10 ms, and the spinner waits as long.
+func (cq *CQ) WaitOr(ctx context.Context, stop func() bool) (c Completion, ok bool, err error) {
+	stopped := false
+	err = cq.p.wait(ctx, cq.wake, func() bool {
+		c, ok = cq.popLocked()
+		if !ok && !cq.closed && stop() {
+			stopped = true
+		}
+		return ok || cq.closed || stopped
+	})
+	switch {
+	case err != nil:
+		return Completion{}, false, fmt.Errorf("vi: cq wait: %w", err)
+	case ok:
+		return c, true, nil
+	case stopped:
+		return Completion{}, false, nil
+	}
+	return Completion{}, false, fmt.Errorf("vi: cq wait: %w", ErrClosed)
+}
+
 // Close destroys the CQ. It fails while work queues are attached.
 func (cq *CQ) Close() error {
 	p := cq.p

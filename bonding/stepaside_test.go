@@ -1,0 +1,65 @@
+package bonding
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// railWaitsInCQ counts the rail goroutines asleep in a rail CQ wait (in
+// the rail provider's wait loop, where they may sleep in the device), from
+// a dump of every goroutine's stack.
+func railWaitsInCQ(buf []byte) int {
+	n := runtime.Stack(buf, true)
+	count := 0
+	for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+		if strings.Contains(g, "bonding.(*VI).railWaiter") && strings.Contains(g, "vi.(*Provider).wait") {
+			count++
+		}
+	}
+	return count
+}
+
+// TestRailGoroutinesStepAside: with nobody polling, each rail goroutine
+// waits on its rail's CQ; once a waiter spins, they leave those waits (and
+// the devices) and park, rather than staying in them until a frame comes.
+// A rail goroutine asleep in a device holds a P in a system call, which a
+// spinner locked to its thread, after a preemption, may wait for until the
+// runtime takes it back (up to 10 ms: ping-pong stalls of that size over
+// several rails).
+func TestRailGoroutinesStepAside(t *testing.T) {
+	const k = 3
+	a, b := memPair(t, k, 1500, memnic.Faults{}, testOptions(), 1<<20)
+	va, vb := a.newVI(t, Attributes{}), b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 41)
+	buf := make([]byte, 1<<20)
+
+	// Both VIs idle: every rail goroutine (k per VI) comes to wait on its
+	// rail's CQ.
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(end) {
+				t.Fatalf("%s: still not so after 5 s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	until("idle VIs' rail goroutines wait on their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
+
+	// A waiter on va spins: va's rail goroutines leave their waits (each
+	// within one device wait); vb's stay.
+	va.pollers.Add(1)
+	until("va's rail goroutines step aside for a spinner", func() bool { return railWaitsInCQ(buf) == k })
+	time.Sleep(20 * time.Millisecond)
+	if n := railWaitsInCQ(buf); n != k {
+		t.Fatalf("%d rail goroutines in CQ waits while va spins, want vb's %d", n, k)
+	}
+
+	// The spinner gives up and blocks: they take over again.
+	va.doneSpinning(true)
+	until("va's rail goroutines return to their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
+}

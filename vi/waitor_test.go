@@ -1,0 +1,62 @@
+package vi
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// TestCQWaitOr: WaitOr returns a completion when there is one, gives up
+// with ok false and no error once stop reports true (whether at once or
+// while it sleeps), and fails when its context ends.
+func TestCQWaitOr(t *testing.T) {
+	sw := memnic.NewSwitch(1)
+	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	cqB, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cqB})
+	connectCS(t, a, b, va, vb, 9)
+	ctx := ctxT(t, 30*time.Second)
+	never := func() bool { return false }
+
+	// Stop already true: no sleep at all.
+	c, ok, err := cqB.WaitOr(ctx, func() bool { return true })
+	if err != nil || ok {
+		t.Fatalf("WaitOr with stop true = %v, %v, %v; want no completion and no error", c, ok, err)
+	}
+
+	// Stop turning true while it sleeps ends the wait (within a device
+	// wait's MaxBlock), long before the context would.
+	var flag atomic.Bool
+	time.AfterFunc(20*time.Millisecond, func() { flag.Store(true) })
+	c, ok, err = cqB.WaitOr(ctx, flag.Load)
+	if err != nil || ok {
+		t.Fatalf("WaitOr after stop turned true = %v, %v, %v; want no completion and no error", c, ok, err)
+	}
+
+	// A completion comes first, even with stop true.
+	rd := &descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}
+	mustf(t, vb.PostRecv(rd), "post recv")
+	sd := &descriptors.Descriptor{Segments: []descriptors.Segment{a.buf(t, 8)}}
+	mustf(t, va.PostSend(sd), "post send")
+	c, ok, err = cqB.WaitOr(ctx, never)
+	if err != nil || !ok || c.VI != vb || !c.Recv {
+		t.Fatalf("WaitOr with a receive due = %+v, %v, %v; want vb's receive", c, ok, err)
+	}
+
+	// The context still bounds it.
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if _, _, err := cqB.WaitOr(short, never); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitOr past its context: %v, want context.DeadlineExceeded", err)
+	}
+}
