@@ -5,23 +5,13 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
-	"github.com/ethervia/ethervia/nic/memnic"
 )
 
 // TestBlock: a caller blocked in Provider.Block wakes when a frame arrives,
 // when Interrupt is called and when the deadline passes, and Block refuses
 // at once while another goroutine holds the device.
 func TestBlock(t *testing.T) {
-	sw := memnic.NewSwitch(1)
-	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	cqB, err := b.p.NewCQ(2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
-	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cqB})
-	connectCS(t, a, b, va, vb, 7)
+	a, b, va, vb, cqB := recvCQPair(t, 7)
 	rd := &descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}
 	if err := vb.PostRecv(rd); err != nil {
 		t.Fatal(err)

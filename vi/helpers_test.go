@@ -133,3 +133,20 @@ func mustf(t testing.TB, err error, format string, args ...any) {
 		t.Fatalf("%s: %v", fmt.Sprintf(format, args...), err)
 	}
 }
+
+// recvCQPair connects a reliable-delivery VI on a new host a to one on a
+// new host b whose receives complete on cqB, over one memnic switch.
+func recvCQPair(t testing.TB, disc uint64) (a, b *host, va, vb *VI, cqB *CQ) {
+	t.Helper()
+	sw := memnic.NewSwitch(1)
+	a = newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b = newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	cqB, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va = a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb = b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cqB})
+	connectCS(t, a, b, va, vb, disc)
+	return a, b, va, vb, cqB
+}

@@ -8,23 +8,13 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
-	"github.com/ethervia/ethervia/nic/memnic"
 )
 
 // TestCQWaitOr: WaitOr returns a completion when there is one, gives up
 // with ok false and no error once stop reports true (whether at once or
 // while it sleeps), and fails when its context ends.
 func TestCQWaitOr(t *testing.T) {
-	sw := memnic.NewSwitch(1)
-	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	cqB, err := b.p.NewCQ(2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
-	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cqB})
-	connectCS(t, a, b, va, vb, 9)
+	a, b, va, vb, cqB := recvCQPair(t, 9)
 	ctx := ctxT(t, 30*time.Second)
 	never := func() bool { return false }
 
