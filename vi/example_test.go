@@ -3,6 +3,7 @@ package vi_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
@@ -66,4 +67,24 @@ func Example() {
 	// Output:
 	// send: done
 	// recv: done|immediate "hello, VI" imm=7
+}
+
+// A helper goroutine waits on a completion queue until a completion comes
+// or someone else starts polling (here: a flag), whichever is first.
+func ExampleCQ_WaitOr() {
+	sw := memnic.NewSwitch(1)
+	port, _ := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: 7}})
+	defer port.Close()
+	p, _ := vi.Open(port, vi.Options{Config: nic.Config{JobKey: 7}})
+	defer p.Close()
+	cq, _ := p.NewCQ(16)
+
+	var polling atomic.Bool
+	time.AfterFunc(10*time.Millisecond, func() { polling.Store(true) })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, ok, err := cq.WaitOr(ctx, polling.Load)
+	fmt.Println("completion:", ok, "error:", err)
+	// Output:
+	// completion: false error: <nil>
 }
