@@ -49,4 +49,16 @@ func TestCQWaitOr(t *testing.T) {
 	if _, _, err := cqB.WaitOr(short, never); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitOr past its context: %v, want context.DeadlineExceeded", err)
 	}
+
+	// A provider that closes ends it with ErrClosed, not a hang.
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := cqB.WaitOr(ctx, never)
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	b.p.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("WaitOr on a closed provider: %v, want ErrClosed", err)
+	}
 }
