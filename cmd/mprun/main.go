@@ -8,8 +8,9 @@
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
 // rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
 // and, with -hostfile, MPLITE_HOSTFILE; with more ranks than CPUs, also
-// MPLITE_YIELD=1 unless MPLITE_YIELD or MPLITE_SPIN is already set, so that
-// polling ranks yield to one another, and MPLITE_CPUS (the CPU count) for
+// MPLITE_YIELD=1 unless MPLITE_YIELD is already set, so that polling ranks
+// yield to one another (MPLITE_SPIN, the spin time, does not change that),
+// and MPLITE_CPUS (the CPU count) for
 // the collective selector. mprun exits non-zero if any rank
 // fails; once one rank has failed, the others get -grace to finish (so they
 // can report the dead peer) before they are killed.
@@ -396,16 +397,17 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 }
 
 // oversubscribed returns, when more ranks than CPUs share this machine,
-// MPLITE_YIELD=1 unless the user chose a polling behaviour (a rank that
+// MPLITE_YIELD=1 unless the user chose whether ranks yield (a rank that
 // spins there takes the CPU from the rank it waits for; Open MPI yields
-// too), and MPLITE_CPUS (the collective selector then counts the whole
+// too; a spin time in MPLITE_SPIN is how long to poll, not whether to
+// yield meanwhile), and MPLITE_CPUS (the collective selector then counts the whole
 // job's work against the CPUs) unless the user set it.
 func oversubscribed(np, cpus int, getenv func(string) string) []string {
 	if np <= cpus {
 		return nil
 	}
 	var env []string
-	if getenv("MPLITE_YIELD") == "" && getenv("MPLITE_SPIN") == "" {
+	if getenv("MPLITE_YIELD") == "" {
 		env = append(env, "MPLITE_YIELD=1")
 	}
 	if getenv("MPLITE_CPUS") == "" {

@@ -164,7 +164,9 @@ func TestOversubscribedYields(t *testing.T) {
 		{8, 2, nil, "MPLITE_YIELD=1 MPLITE_CPUS=2"},
 		{2, 2, nil, ""},
 		{8, 2, map[string]string{"MPLITE_YIELD": "0"}, "MPLITE_CPUS=2"},
-		{8, 2, map[string]string{"MPLITE_SPIN": "5us", "MPLITE_CPUS": "4"}, ""},
+		{8, 2, map[string]string{"MPLITE_YIELD": "0", "MPLITE_CPUS": "4"}, ""},
+		// A spin time is how long to poll, not whether to yield.
+		{8, 2, map[string]string{"MPLITE_SPIN": "5us", "MPLITE_CPUS": "4"}, "MPLITE_YIELD=1"},
 	} {
 		if got := strings.Join(oversubscribed(tc.np, tc.cpus, env(tc.kv)), " "); got != tc.want {
 			t.Errorf("%d ranks on %d CPUs, env %v: %q, want %q", tc.np, tc.cpus, tc.kv, got, tc.want)
