@@ -26,6 +26,10 @@ PEAK_ROUNDS=${PEAK_ROUNDS:-1}
 DRIVER=${DRIVER:-afpacket}
 MTU=${MTU:-1500}
 go build -o "$OUT/netpipe" ./cmd/netpipe
+# json reads netpipe's result line once netpipe has finished: started in the
+# same pipeline, python's start-up (tens of ms of CPU) competed with the
+# pinned ends for the two CPUs and made every latency run's first point,
+# the 1-byte latency, 3-20x slower.
 json() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
 links() { if [ "$1" = 1b ]; then echo "-links 1 -bond"; else echo "-links $1"; fi; }
 : >"$OUT/peaks"
@@ -35,9 +39,9 @@ for r in $(seq "$PEAK_ROUNDS"); do
 	for m in $MODULES; do
 		for k in $KS; do
 			# shellcheck disable=SC2046 # links expands to two or three flags
-			"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" -s -l 65536 -u 8388608 \
-				-trials 3 -runtime 50ms -o "$OUT/peak-$m-$k-$r.out" -json 2>>"$OUT/err" | tail -1 | json peak_mbps |
-				sed "s/^/$m $k /" >>"$OUT/peaks"
+			j=$("$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" -s -l 65536 -u 8388608 \
+				-trials 3 -runtime 50ms -o "$OUT/peak-$m-$k-$r.out" -json 2>>"$OUT/err")
+			echo "$j" | tail -1 | json peak_mbps | sed "s/^/$m $k /" >>"$OUT/peaks"
 			echo "$m $k $(tail -1 "$OUT/peak-$m-$k-$r.out" | awk '{print $2}')" >>"$OUT/big"
 		done
 	done
@@ -46,9 +50,9 @@ for r in $(seq "$ROUNDS"); do
 	for m in $MODULES; do
 		for k in $KS; do
 			# shellcheck disable=SC2046
-			"$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" -l 1 -u 16 \
-				-trials 5 -runtime 100ms -o "$OUT/lat-$m-$k-$r.out" -json 2>>"$OUT/err" | tail -1 | json latency_us |
-				sed "s/^/$m $k /" >>"$OUT/lats"
+			j=$("$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" -l 1 -u 16 \
+				-trials 5 -runtime 100ms -o "$OUT/lat-$m-$k-$r.out" -json 2>>"$OUT/err")
+			echo "$j" | tail -1 | json latency_us | sed "s/^/$m $k /" >>"$OUT/lats"
 		done
 	done
 done
