@@ -13,7 +13,8 @@
 # (afpacket), MTU (1500; AF_XDP on veth takes at most 3506), OUT. Besides
 # the peak (NetPIPE's maximum over sizes, which tbf's 5 ms bucket inflates
 # for messages of a few hundred KiB per link), the table gives the rate at
-# the largest size, 8 MiB, where the bucket hardly counts.
+# the largest size, 8 MiB, where the bucket hardly counts. With 1b in KS the
+# last column gives each K's latency against the bond over one link.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d)}
@@ -69,15 +70,19 @@ big = {mk: statistics.median(v) for mk, v in bigs.items()}
 lats = collections.defaultdict(list)
 for m, k, v in (l.split() for l in open(sys.argv[2])):
     lats[(m, k)].append(float(v))
-print("| module | links | stream peak (Mbps) at %s each, median | runs | x one link | target 0.9 K | at 8 MiB (Mbps) | x one link | 1-byte latency, median (µs) | min | max | x one link |" % sys.argv[3])
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| module | links | stream peak (Mbps) at %s each, median | runs | x one link | target 0.9 K | at 8 MiB (Mbps) | x one link | 1-byte latency, median (µs) | min | max | x one link | x bonded link (1b) |" % sys.argv[3])
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for (m, k), p in peak.items():
     p1 = peak.get((m, "1"))
     ls = lats[(m, k)]
     l = statistics.median(ls)
     l1 = statistics.median(lats[(m, "1")]) if lats.get((m, "1")) else None
+    # K rails against the bond over one link: what more rails cost, apart
+    # from what the bond itself costs.
+    lb = statistics.median(lats[(m, "1b")]) if lats.get((m, "1b")) else None
     b, b1 = big[(m, k)], big.get((m, "1"))
-    print("| %s | %s | %.0f | %s | %s | %.1f | %.0f | %s | %.2f | %.2f | %.2f | %s |" % (m, k, p, " ".join("%.0f" % x for x in peaks[(m, k)]), "%.2f" % (p / p1) if p1 else "-",
-          0.9 * int(k.rstrip("b")), b, "%.2f" % (b / b1) if b1 else "-", l, min(ls), max(ls), "%.2f" % (l / l1) if l1 else "-"))
+    print("| %s | %s | %.0f | %s | %s | %.1f | %.0f | %s | %.2f | %.2f | %.2f | %s | %s |" % (m, k, p, " ".join("%.0f" % x for x in peaks[(m, k)]), "%.2f" % (p / p1) if p1 else "-",
+          0.9 * int(k.rstrip("b")), b, "%.2f" % (b / b1) if b1 else "-", l, min(ls), max(ls), "%.2f" % (l / l1) if l1 else "-",
+          "%.2f" % (l / lb) if lb and k != "1" else "-"))
 PY
 echo "np.out files in $OUT"
