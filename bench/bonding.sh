@@ -33,16 +33,22 @@ go build -o "$OUT/netpipe" ./cmd/netpipe
 # the 1-byte latency, 3-20x slower.
 json() { python3 -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$1"; }
 links() { if [ "$1" = 1b ]; then echo "-links 1 -bond"; else echo "-links $1"; fi; }
+# np MODULE K FIELD ARGS...: one netpipe -local run of MODULE over K links;
+# prints "MODULE K value-of-FIELD" from its result line.
+np() {
+	local m=$1 k=$2 field=$3 j
+	shift 3
+	# shellcheck disable=SC2046 # links expands to two or three flags
+	j=$("$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" "$@" -json 2>>"$OUT/err")
+	echo "$m $k $(echo "$j" | tail -1 | json "$field")"
+}
 : >"$OUT/peaks"
 : >"$OUT/big"
 : >"$OUT/lats"
 for r in $(seq "$PEAK_ROUNDS"); do
 	for m in $MODULES; do
 		for k in $KS; do
-			# shellcheck disable=SC2046 # links expands to two or three flags
-			j=$("$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" -s -l 65536 -u 8388608 \
-				-trials 3 -runtime 50ms -o "$OUT/peak-$m-$k-$r.out" -json 2>>"$OUT/err")
-			echo "$j" | tail -1 | json peak_mbps | sed "s/^/$m $k /" >>"$OUT/peaks"
+			np "$m" "$k" peak_mbps -s -l 65536 -u 8388608 -trials 3 -runtime 50ms -o "$OUT/peak-$m-$k-$r.out" >>"$OUT/peaks"
 			echo "$m $k $(tail -1 "$OUT/peak-$m-$k-$r.out" | awk '{print $2}')" >>"$OUT/big"
 		done
 	done
@@ -50,10 +56,7 @@ done
 for r in $(seq "$ROUNDS"); do
 	for m in $MODULES; do
 		for k in $KS; do
-			# shellcheck disable=SC2046
-			j=$("$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" -l 1 -u 16 \
-				-trials 5 -runtime 100ms -o "$OUT/lat-$m-$k-$r.out" -json 2>>"$OUT/err")
-			echo "$j" | tail -1 | json latency_us | sed "s/^/$m $k /" >>"$OUT/lats"
+			np "$m" "$k" latency_us -l 1 -u 16 -trials 5 -runtime 100ms -o "$OUT/lat-$m-$k-$r.out" >>"$OUT/lats"
 		done
 	done
 done
