@@ -203,6 +203,33 @@ func TestSelector(t *testing.T) {
 	for _, c := range comms {
 		mplite.Abandon(c)
 	}
+	// Allgather: the model's choice below a 512 KiB result, the ring from
+	// there on (as MPICH does), with or without shared CPUs.
+	for _, tc := range []struct {
+		n, m int
+		opts []mplite.Option
+		want string
+	}{
+		{8, 1 << 10, nil, "recursive_doubling"},
+		{8, 64<<10 - 1, nil, "recursive_doubling"},
+		{8, 64 << 10, nil, "ring"},
+		{8, 1 << 20, nil, "ring"},
+		{8, 1 << 20, []mplite.Option{mplite.WithSharedCPUs(2)}, "ring"},
+		{6, 8, nil, "bruck"},
+		{6, 1 << 20, nil, "ring"},
+		{8, 1 << 20, []mplite.Option{mplite.WithAlgorithm("allgather", "recursive_doubling")}, "recursive_doubling"},
+	} {
+		comms, err := mplite.NewLocalWorld(tc.n, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := comms[0].Algorithm("allgather", tc.m); err != nil || got != tc.want {
+			t.Errorf("allgather of %d-byte blocks on %d ranks, %d options: %q, %v; want %q", tc.m, tc.n, len(tc.opts), got, err, tc.want)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
 	if w1, w2, ok := mplite.Work("bcast", "binomial", 8, 100); !ok || w1 != 7 || w2 != 700 {
 		t.Errorf("bcast binomial work %v %v %v", w1, w2, ok)
 	}

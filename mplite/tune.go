@@ -455,6 +455,7 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 		case a == "ring" && coll == collAllreduce && !commutative,
 			a == "recursive_doubling" && coll == collAllgather && n&(n-1) != 0,
 			a == "phased" && (!c.cfg.phasedAuto || m < c.cfg.phasedTh),
+			coll == collAllgather && a != "ring" && n*m >= allgatherLong,
 			mcastManual(a): // only by override (mcast.go)
 			continue
 		}
@@ -486,6 +487,17 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 	}
 	return best
 }
+
+// allgatherLong is the result size (bytes, all ranks' blocks) from which
+// Allgather takes the ring whatever the model says. MPICH switches at the
+// same 512 KiB (Thakur, Rabenseifner and Gropp, "Optimization of
+// Collective Communication Operations in MPICH", 2005): the model gives
+// the ring and recursive doubling the same bytes, and the ring's extra
+// start-ups vanish beside them, but the ring moves them as n-1 equal
+// neighbour exchanges where recursive doubling's last step sends half the
+// result between one pair. Measured here (docs/performance.md, issue 7)
+// the ring was 10-25 % faster at 1 MiB blocks on 8 ranks in every sitting.
+const allgatherLong = 512 << 10
 
 // bestRadix is the Bruck radix of least estimated time for blocks of m.
 func (c *Comm) bestRadix(m int, t Tuning) int {
