@@ -384,15 +384,33 @@ const (
 // got what it waited for leaves without waking it (that would cost a
 // wake-up per message), and the goroutine must notice that nobody polls
 // any more. A shorter nap costs a spinning waiter a stolen CPU that often.
+//
+// A caller that polls in a loop of its own (RecvDone, SendDone, CQ.Done:
+// mplite's progress engine) is such a spinner too, though not counted in
+// pollers: the goroutine steps aside while polls keep coming (VI.polls),
+// looking every pollerNap. Like a waiter that got what it waited for, a
+// caller that stops polling does not wake it; one that goes on to block
+// in a wait does (doneSpinning).
 func (v *VI) railWaiter(r int, ctx context.Context) {
 	defer v.wg.Done()
 	rl := v.rails[r]
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	// A waiter asleep in this rail's device handles its frames too.
-	stepAside := func() bool { return v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 }
+	waiting := func() bool { return v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 }
+	// aside: a caller polled since the last look (it is likely to poll
+	// again), or a waiter spins or sleeps in the device.
+	seen, aside := v.polls.Load(), false
+	stepAside := func() bool {
+		if n := v.polls.Load(); n != seen {
+			seen, aside = n, true
+		}
+		aside = aside || waiting()
+		return aside
+	}
 	for {
 		if stepAside() {
+			aside = false
 			t.Reset(pollerNap)
 			select {
 			case <-v.railWake[r]:

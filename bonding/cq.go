@@ -221,8 +221,9 @@ func (cq *CQ) Close() error {
 	return nil
 }
 
-// poll makes progress.
+// poll makes progress for a CQ poll.
 func (v *VI) poll() {
+	v.polls.Add(1)
 	v.mu.Lock()
 	v.progressLocked()
 	v.mu.Unlock()

@@ -63,3 +63,63 @@ func TestRailGoroutinesStepAside(t *testing.T) {
 	va.doneSpinning(true)
 	until("va's rail goroutines return to their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
 }
+
+// TestRailGoroutinesStepAsideForPolls: a caller that polls in its own
+// loop (RecvDone, CQ.Done: mplite's progress engine) is a spinner too.
+// While its polls keep coming the rail goroutines leave their CQ waits,
+// rather than being woken by every frame to race it for the VI; once it
+// stops they return by themselves.
+func TestRailGoroutinesStepAsideForPolls(t *testing.T) {
+	const k = 2
+	a, b := memPair(t, k, 1500, memnic.Faults{}, testOptions(), 1<<20)
+	cq, err := a.b.NewCQ(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va, vb := a.newVI(t, Attributes{RecvCQ: cq}), b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 42)
+	buf := make([]byte, 1<<20)
+	until := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(end) {
+				t.Fatalf("%s: still not so after 5 s (%d rail goroutines in CQ waits)", what, railWaitsInCQ(buf))
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	until("idle VIs' rail goroutines wait on their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
+
+	for _, poll := range []struct {
+		name string
+		f    func()
+	}{
+		{"RecvDone", func() { va.RecvDone() }},
+		{"SendDone", func() { va.SendDone() }},
+		{"CQ.Done", func() { cq.Done() }},
+	} {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				poll.f()
+				time.Sleep(50 * time.Microsecond)
+			}
+		}()
+		until(poll.name+": va's rail goroutines step aside for a caller that polls", func() bool { return railWaitsInCQ(buf) == k })
+		time.Sleep(30 * time.Millisecond)
+		if n := railWaitsInCQ(buf); n != k {
+			close(stop)
+			<-done
+			t.Fatalf("%s: %d rail goroutines in CQ waits while va is polled, want vb's %d", poll.name, n, k)
+		}
+		close(stop)
+		<-done
+		until(poll.name+": va's rail goroutines return to their CQs once the polls stop", func() bool { return railWaitsInCQ(buf) == 2*k })
+	}
+}

@@ -283,7 +283,12 @@ type VI struct {
 	// rail goroutines stay parked on railWake, so that no frame wakes a
 	// goroutine that only gets in the spinner's way. The last spinner to
 	// give up and block wakes them (doneSpinning).
-	pollers  atomic.Int32
+	pollers atomic.Int32
+	// polls counts the progress rounds of non-blocking calls (RecvDone,
+	// SendDone, CQ.Done): a caller that polls in its own loop, as
+	// mplite's progress engine does, is a spinner the rail goroutines
+	// cannot see in pollers, and they step aside for it too.
+	polls    atomic.Uint64
 	sleepers atomic.Int32 // waiters blocked on a wake channel
 	railWake []chan struct{}
 	// blockedOn counts the waiters for this VI asleep in each rail's
@@ -653,6 +658,7 @@ func (v *VI) done(recv bool) (*descriptors.Descriptor, bool) {
 	if d := v.popLocked(recv); d != nil {
 		return d, true
 	}
+	v.polls.Add(1)
 	v.progressLocked()
 	d := v.popLocked(recv)
 	return d, d != nil
