@@ -228,7 +228,11 @@ func (p *Provider) progressLocked() {
 	if p.closed || p.devErr != nil {
 		return
 	}
-	now := p.now()
+	p.progressAt(p.now())
+}
+
+// progressAt is progressLocked at time now.
+func (p *Provider) progressAt(now reliability.Time) {
 	for round := 0; round < 4; round++ {
 		n, err := p.dev.Recv(p.rxBufs, p.rxLens)
 		if err != nil {
@@ -256,8 +260,14 @@ func (p *Provider) progressLocked() {
 // pollLocked is progress made by a consumer's Done call; it tells the
 // background goroutine that someone polls.
 func (p *Provider) pollLocked() {
-	p.lastActive.Store(int64(p.now()))
-	p.progressLocked()
+	// One clock read for both: a read costs about 30 ns on this VM's
+	// kvm-clock, and a spinning waiter polls over and over.
+	now := p.now()
+	p.lastActive.Store(int64(now))
+	if p.closed || p.devErr != nil {
+		return
+	}
+	p.progressAt(now)
 }
 
 // markDirty queues v for service in the next flush.
