@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/pingpong"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/memnic"
 	"github.com/ethervia/ethervia/reliability"
@@ -382,77 +383,5 @@ func BenchmarkPolledPingPong(b *testing.B) {
 	hb := newHost(b, sw, 1500, memnic.Faults{}, o, 1<<20)
 	va, vb := ha.newVI(b, Attributes{}), hb.newVI(b, Attributes{})
 	connectCS(b, ha, hb, va, vb, 1)
-	polledPingPong(b, va, vb, ha.buf(b, 1), ha.buf(b, 1), hb.buf(b, 1), hb.buf(b, 1))
-}
-
-// polledPingPong runs b.N round trips of one-segment messages between va
-// (sending sa, receiving into ra) and vb (sb, rb), polling both. A send
-// completes on its acknowledgement, which rides on the reply, so each
-// side alternates two send descriptors and reaps them as they complete.
-func polledPingPong(b *testing.B, va, vb *VI, sa, ra, sb, rb descriptors.Segment) {
-	type side struct {
-		v    *VI
-		sd   [2]descriptors.Descriptor
-		rd   [8]descriptors.Descriptor
-		out  int
-		next int
-	}
-	a, e := &side{v: va}, &side{v: vb}
-	for i := range 2 {
-		a.sd[i].Segments = []descriptors.Segment{sa}
-		e.sd[i].Segments = []descriptors.Segment{sb}
-	}
-	// Receives stay posted, as in netpipe and MPI's eager slots: a
-	// receive posted just before the message would also cost the bond a
-	// credit message first.
-	for i := range a.rd {
-		a.rd[i].Segments = []descriptors.Segment{ra}
-		e.rd[i].Segments = []descriptors.Segment{rb}
-		if err := va.PostRecv(&a.rd[i]); err != nil {
-			b.Fatal(err)
-		}
-		if err := vb.PostRecv(&e.rd[i]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reap := func(s *side) {
-		if _, ok := s.v.SendDone(); ok {
-			s.out--
-		}
-	}
-	oneWay := func(s, r *side) {
-		for s.out == 2 {
-			reap(s)
-			reap(r)
-			r.v.RecvDone()
-		}
-		if err := s.v.PostSend(&s.sd[s.next]); err != nil {
-			b.Fatal(err)
-		}
-		s.next, s.out = 1-s.next, s.out+1
-		for {
-			if d, ok := r.v.RecvDone(); ok {
-				if d.Status != descriptors.StatusDone || d.Length != len(sa.Buf) {
-					b.Fatalf("receive: status %v length %d", d.Status, d.Length)
-				}
-				if err := r.v.PostRecv(d); err != nil {
-					b.Fatal(err)
-				}
-				return
-			}
-			reap(s)
-		}
-	}
-	round := func() {
-		oneWay(a, e)
-		oneWay(e, a)
-	}
-	for range 100 {
-		round()
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		round()
-	}
+	pingpong.Polled(b, va, vb, ha.buf(b, 1), ha.buf(b, 1), hb.buf(b, 1), hb.buf(b, 1))
 }
