@@ -494,8 +494,8 @@ func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
 // Collective Communication Operations in MPICH", 2005): the model gives
 // the ring and recursive doubling the same bytes, and the ring's extra
 // start-ups vanish beside them, but the ring moves them as n-1 equal
-// neighbour exchanges where recursive doubling's last step sends half the
-// result between one pair. Measured here (docs/performance.md, issue 7)
+// neighbour exchanges where recursive doubling's last step has every rank
+// swap half the result with one partner. Measured here (docs/performance.md, issue 7)
 // the ring was 10-25 % faster at 1 MiB blocks on 8 ranks in every sitting.
 const allgatherLong = 512 << 10
 

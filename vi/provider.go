@@ -224,15 +224,13 @@ func (p *Provider) wallClock(t reliability.Time) time.Time { return p.epoch.Add(
 
 // progressLocked receives what is waiting, processes it, runs due timers
 // and sends what is due. p.mu is held.
-func (p *Provider) progressLocked() {
-	if p.closed || p.devErr != nil {
-		return
-	}
-	p.progressAt(p.now())
-}
+func (p *Provider) progressLocked() { p.progressAt(p.now()) }
 
 // progressAt is progressLocked at time now.
 func (p *Provider) progressAt(now reliability.Time) {
+	if p.closed || p.devErr != nil {
+		return
+	}
 	for round := 0; round < 4; round++ {
 		n, err := p.dev.Recv(p.rxBufs, p.rxLens)
 		if err != nil {
@@ -264,9 +262,6 @@ func (p *Provider) pollLocked() {
 	// kvm-clock, and a spinning waiter polls over and over.
 	now := p.now()
 	p.lastActive.Store(int64(now))
-	if p.closed || p.devErr != nil {
-		return
-	}
 	p.progressAt(now)
 }
 
