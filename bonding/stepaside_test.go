@@ -23,6 +23,17 @@ func railWaitsInCQ(buf []byte) int {
 	return count
 }
 
+// untilRailWaits waits up to 5 s for n rail goroutines to be in CQ waits.
+func untilRailWaits(t *testing.T, buf []byte, what string, n int) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); railWaitsInCQ(buf) != n; {
+		if time.Now().After(end) {
+			t.Fatalf("%s: still not so after 5 s (%d rail goroutines in CQ waits, want %d)", what, railWaitsInCQ(buf), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestRailGoroutinesStepAside: with nobody polling, each rail goroutine
 // waits on its rail's CQ; once a waiter spins, they leave those waits (and
 // the devices) and park, rather than staying in them until a frame comes.
@@ -39,21 +50,12 @@ func TestRailGoroutinesStepAside(t *testing.T) {
 
 	// Both VIs idle: every rail goroutine (k per VI) comes to wait on its
 	// rail's CQ.
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		for end := time.Now().Add(5 * time.Second); !cond(); {
-			if time.Now().After(end) {
-				t.Fatalf("%s: still not so after 5 s", what)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	until("idle VIs' rail goroutines wait on their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
+	untilRailWaits(t, buf, "idle VIs' rail goroutines wait on their CQs", 2*k)
 
 	// A waiter on va spins: va's rail goroutines leave their waits (each
 	// within one device wait); vb's stay.
 	va.pollers.Add(1)
-	until("va's rail goroutines step aside for a spinner", func() bool { return railWaitsInCQ(buf) == k })
+	untilRailWaits(t, buf, "va's rail goroutines step aside for a spinner", k)
 	time.Sleep(20 * time.Millisecond)
 	if n := railWaitsInCQ(buf); n != k {
 		t.Fatalf("%d rail goroutines in CQ waits while va spins, want vb's %d", n, k)
@@ -61,7 +63,7 @@ func TestRailGoroutinesStepAside(t *testing.T) {
 
 	// The spinner gives up and blocks: they take over again.
 	va.doneSpinning(true)
-	until("va's rail goroutines return to their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
+	untilRailWaits(t, buf, "va's rail goroutines return to their CQs", 2*k)
 }
 
 // TestRailGoroutinesStepAsideForPolls: a caller that polls in its own
@@ -79,16 +81,7 @@ func TestRailGoroutinesStepAsideForPolls(t *testing.T) {
 	va, vb := a.newVI(t, Attributes{RecvCQ: cq}), b.newVI(t, Attributes{})
 	connect(t, a, b, va, vb, 42)
 	buf := make([]byte, 1<<20)
-	until := func(what string, cond func() bool) {
-		t.Helper()
-		for end := time.Now().Add(5 * time.Second); !cond(); {
-			if time.Now().After(end) {
-				t.Fatalf("%s: still not so after 5 s (%d rail goroutines in CQ waits)", what, railWaitsInCQ(buf))
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	until("idle VIs' rail goroutines wait on their CQs", func() bool { return railWaitsInCQ(buf) == 2*k })
+	untilRailWaits(t, buf, "idle VIs' rail goroutines wait on their CQs", 2*k)
 
 	for _, poll := range []struct {
 		name string
@@ -111,7 +104,7 @@ func TestRailGoroutinesStepAsideForPolls(t *testing.T) {
 				time.Sleep(50 * time.Microsecond)
 			}
 		}()
-		until(poll.name+": va's rail goroutines step aside for a caller that polls", func() bool { return railWaitsInCQ(buf) == k })
+		untilRailWaits(t, buf, poll.name+": va's rail goroutines step aside for a caller that polls", k)
 		time.Sleep(30 * time.Millisecond)
 		if n := railWaitsInCQ(buf); n != k {
 			close(stop)
@@ -120,6 +113,6 @@ func TestRailGoroutinesStepAsideForPolls(t *testing.T) {
 		}
 		close(stop)
 		<-done
-		until(poll.name+": va's rail goroutines return to their CQs once the polls stop", func() bool { return railWaitsInCQ(buf) == 2*k })
+		untilRailWaits(t, buf, poll.name+": va's rail goroutines return to their CQs once the polls stop", 2*k)
 	}
 }

@@ -106,20 +106,11 @@ func (cq *CQ) Done() (Completion, bool) {
 
 // Wait returns the oldest completion, waiting for one until ctx ends.
 func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
-	var c Completion
-	var ok bool
-	err := cq.p.wait(ctx, cq.wake, func() bool {
-		c, ok = cq.popLocked()
-		return ok || cq.closed
-	})
-	if err != nil {
-		return Completion{}, fmt.Errorf("vi: cq wait: %w", err)
-	}
-	if !ok {
-		return Completion{}, fmt.Errorf("vi: cq wait: %w", ErrClosed)
-	}
-	return c, nil
+	c, _, err := cq.WaitOr(ctx, noStop)
+	return c, err
 }
+
+func noStop() bool { return false }
 
 // WaitOr is Wait that also gives up, reporting ok false and no error, once
 // stop reports true. It checks stop (with the provider's lock held: stop
