@@ -212,6 +212,17 @@ func (b *Bond) Rails() int { return len(b.rails) }
 // Provider returns rail i's provider, for its counters and attributes.
 func (b *Bond) Provider(i int) *vi.Provider { return b.rails[i] }
 
+// Received returns the number of frames the rails' providers have taken
+// from their devices (vi.Provider.Received, summed): for pollers that keep
+// polling while traffic flows.
+func (b *Bond) Received() uint64 {
+	var n uint64
+	for _, p := range b.rails {
+		n += p.Received()
+	}
+	return n
+}
+
 // HardwareAddrs returns the rails' MAC addresses, in rail order: what a
 // peer passes in Peer.MACs.
 func (b *Bond) HardwareAddrs() []net.HardwareAddr {

@@ -32,6 +32,9 @@ type fabric interface {
 	acceptBlocks() bool
 	done() (completion, bool)
 	wait(ctx context.Context) (completion, error)
+	// received counts the frames taken from the devices: a waiter spins
+	// on while it moves (see spinWindow).
+	received() uint64
 	// linkID names the link a completion came from (c.byVI's index),
 	// or -1; called with c.mu held.
 	linkID(comp completion) int
@@ -113,6 +116,8 @@ func (f *viFabric) done() (completion, bool) {
 	return completion{raw: comp.VI, recv: comp.Recv}, ok
 }
 
+func (f *viFabric) received() uint64 { return f.p.Received() }
+
 func (f *viFabric) wait(ctx context.Context) (completion, error) {
 	comp, err := f.cq.Wait(ctx)
 	return completion{raw: comp.VI, recv: comp.Recv}, err
@@ -183,6 +188,8 @@ func (f *bondFabric) deregister(h descriptors.MemHandle) error { return f.b.Dere
 func (f *bondFabric) newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error) {
 	return f.b.NewMemoryCache(f.ptag, access, entries, bytes)
 }
+
+func (f *bondFabric) received() uint64 { return f.b.Received() }
 
 func (f *bondFabric) newLink(qdepth int) (link, error) {
 	v, err := f.b.NewVI(bonding.Attributes{PTag: f.ptag, EnableRDMAWrite: true, SendCQ: f.cq, RecvCQ: f.cq, QueueDepth: qdepth})

@@ -45,7 +45,8 @@ func (c *Comm) wait(w waitCond) {
 	for {
 		if spin > 0 {
 			spin = 0
-			start := c.nanos()
+			win := spinWindow{limit: int64(c.cfg.spin)}
+			win.restart(c.nanos(), c.fab.received())
 			for {
 				c.mu.Lock()
 				c.progressFor(w)
@@ -54,7 +55,7 @@ func (c *Comm) wait(w waitCond) {
 				if ok {
 					return
 				}
-				if c.nanos()-start > int64(c.cfg.spin) {
+				if !win.more(c.nanos(), c.fab.received()) {
 					break
 				}
 				if c.cfg.osYield {
@@ -107,6 +108,30 @@ func (c *Comm) wait(w waitCond) {
 			return
 		}
 	}
+}
+
+// spinWindow is how long a waiter polls before it blocks: the spin time
+// after the last frame the fabric received, not after the call began. A
+// large message's data frames complete nothing until its last one, so a
+// window counted from the start expired in the middle of every transfer
+// longer than the spin time and the receiver (and the sender, waiting for
+// acknowledgements) then slept and woke for every batch of frames.
+type spinWindow struct {
+	limit int64  // nanoseconds without a frame before blocking
+	last  int64  // when the frame count last moved
+	seen  uint64 // the frame count then
+}
+
+func (s *spinWindow) restart(now int64, received uint64) { s.last, s.seen = now, received }
+
+// more reports whether to go on polling at now, the fabric having received
+// received frames so far.
+func (s *spinWindow) more(now int64, received uint64) bool {
+	if received != s.seen {
+		s.restart(now, received)
+		return true
+	}
+	return now-s.last <= s.limit
 }
 
 // donePolling ends a wait. The progress goroutine is not woken: it takes

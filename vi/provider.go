@@ -78,9 +78,12 @@ type Provider struct {
 	spinners   atomic.Int32
 	lastActive atomic.Int64 // when a caller last stopped polling
 	blockers   atomic.Int32 // callers in Block
-	done       chan struct{}
-	bgDone     chan struct{}
-	timers     timerpool.Pool // idle timers of blocked waiters, kept for reuse
+	// received counts frames taken from the device, for pollers that
+	// decide whether traffic still flows (Received).
+	received atomic.Uint64
+	done     chan struct{}
+	bgDone   chan struct{}
+	timers   timerpool.Pool // idle timers of blocked waiters, kept for reuse
 }
 
 // Stats count what a provider did.
@@ -193,6 +196,13 @@ func (p *Provider) Stats() Stats {
 	return s
 }
 
+// Received returns the number of frames the provider has taken from its
+// device. It is one atomic load, without the provider's lock: a caller that
+// polls can tell from it whether traffic still flows, and keep polling
+// through a long transfer whose completions come only at its end (an RDMA
+// write's data frames complete nothing on the target's queues).
+func (p *Provider) Received() uint64 { return p.received.Load() }
+
 // Close disconnects and destroys every VI, wakes every waiter and stops the
 // background goroutine. It does not close the device. It is idempotent.
 func (p *Provider) Close() error {
@@ -239,6 +249,9 @@ func (p *Provider) progressAt(now reliability.Time) {
 				return
 			}
 			p.stats.RecvErrors++ // transient: lost frames are repaired
+		}
+		if n > 0 {
+			p.received.Add(uint64(n))
 		}
 		for i := 0; i < n; i++ {
 			p.stats.FramesIn++

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
+	"strconv"
 	"unsafe"
 
 	"github.com/ethervia/ethervia/mplite"
@@ -23,6 +25,9 @@ func initialize() error {
 		return errorf(errOther, "MPI is already initialized")
 	case stateFinal:
 		return errorf(errOther, "MPI was finalized: it cannot be initialized again")
+	}
+	if n, ok := goProcs(os.Getenv, runtime.NumCPU()); ok {
+		runtime.GOMAXPROCS(n)
 	}
 	world, err := mplite.Init()
 	if err != nil {
@@ -52,6 +57,25 @@ func initialize() error {
 	lib.nextReq = requestFirst
 	lib.state = stateInit
 	return nil
+}
+
+// goProcs sizes the library's Go runtime to this rank's share of the
+// host's CPUs, from the number of ranks the launcher started on the host
+// (Hydra's MPI_LOCALNRANKS, Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE), unless
+// GOMAXPROCS is set (mprun sets it). The calling thread drives progress, so
+// the runtime needs no P of its own while MPI runs; spare Ps only wake
+// threads that preempt the host's other polling ranks (see mprun's
+// goProcs).
+func goProcs(getenv func(string) string, cpus int) (int, bool) {
+	if getenv("GOMAXPROCS") != "" {
+		return 0, false
+	}
+	for _, v := range []string{"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"} {
+		if n, err := strconv.Atoi(getenv(v)); err == nil && n > 0 {
+			return max(1, cpus/n), true
+		}
+	}
+	return 0, false
 }
 
 //export MPI_Init

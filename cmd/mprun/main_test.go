@@ -173,3 +173,22 @@ func TestOversubscribedYields(t *testing.T) {
 		}
 	}
 }
+
+func TestGoProcsShareTheCPUs(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		np, cpus int
+		kv       map[string]string
+		want     string
+	}{
+		{2, 2, nil, "GOMAXPROCS=1"},
+		{1, 2, nil, "GOMAXPROCS=2"},
+		{8, 2, nil, "GOMAXPROCS=1"},
+		{4, 64, nil, "GOMAXPROCS=16"},
+		{2, 2, map[string]string{"GOMAXPROCS": "2"}, ""},
+	} {
+		if got := strings.Join(goProcs(tc.np, tc.cpus, env(tc.kv)), " "); got != tc.want {
+			t.Errorf("%d ranks on %d CPUs, env %v: %q, want %q", tc.np, tc.cpus, tc.kv, got, tc.want)
+		}
+	}
+}
