@@ -40,6 +40,24 @@ type Request struct {
 // ready reports completion; c.mu is held.
 func (r *Request) ready() bool { return r.done }
 
+// Free gives a completed request back to its communicator, which reuses
+// it for a later operation, as MPI frees a request that Wait or Test
+// completed: r must not be used after Free. Programs that start many
+// nonblocking operations then allocate none in steady state. Free does
+// nothing to a request not yet complete (it is left to the garbage
+// collector, as is any request never freed).
+func (r *Request) Free() {
+	if r == nil || r.c == nil {
+		return
+	}
+	c := r.c
+	c.mu.Lock()
+	if r.done {
+		c.putReqLocked(r)
+	}
+	c.mu.Unlock()
+}
+
 // Wait blocks until the request completes and returns its status: for a
 // receive the message's source, tag and delivered length.
 func (r *Request) Wait() (Status, error) {
@@ -121,8 +139,9 @@ func (c *Comm) Isend(buf []byte, dest, tag int) (*Request, error) {
 	if err := c.checkDest(dest, tag); err != nil {
 		return nil, err
 	}
-	r := &Request{}
+	r := c.getReq()
 	if err := c.startSend(r, buf, c.worldRank(dest), tag, c.pctx); err != nil {
+		c.putReq(r)
 		return nil, err
 	}
 	return r, nil
@@ -134,8 +153,9 @@ func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
 	if err := c.checkSrc(src, tag); err != nil {
 		return nil, err
 	}
-	r := &Request{}
+	r := c.getReq()
 	if err := c.startRecv(r, buf, c.worldRank(src), tag, c.pctx); err != nil {
+		c.putReq(r)
 		return nil, err
 	}
 	return r, nil
@@ -207,8 +227,10 @@ func (c *Comm) Issend(buf []byte, dest, tag int) (*Request, error) {
 	if err := c.checkDest(dest, tag); err != nil {
 		return nil, err
 	}
-	r := &Request{sync: true}
+	r := c.getReq()
+	r.sync = true
 	if err := c.startSend(r, buf, c.worldRank(dest), tag, c.pctx); err != nil {
+		c.putReq(r)
 		return nil, err
 	}
 	return r, nil

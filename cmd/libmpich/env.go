@@ -33,6 +33,11 @@ func initialize() error {
 	if err != nil {
 		return fmt.Errorf("mplite.Init: %w", err)
 	}
+	return install(world)
+}
+
+// install makes world MPI_COMM_WORLD (it is closed if that fails).
+func install(world *mplite.Comm) error {
 	self, err := world.Split(world.Rank(), 0)
 	if err != nil {
 		world.Close()
@@ -53,8 +58,7 @@ func initialize() error {
 	lib.world = world
 	lib.comms = map[int32]*commEntry{commWorld: we, commSelf: se}
 	lib.nextComm = commFirst
-	lib.reqs = make(map[int32]*request)
-	lib.nextReq = requestFirst
+	lib.reqs = reqTable{}
 	lib.state = stateInit
 	return nil
 }
@@ -137,7 +141,7 @@ func MPI_Finalize() C.int {
 	err := world.Finalize()
 	lib.mu.Lock()
 	lib.state = stateFinal
-	lib.comms, lib.reqs = nil, nil
+	lib.comms, lib.reqs = nil, reqTable{}
 	lib.mu.Unlock()
 	return ret("MPI_Finalize", errors.Join(errB, err))
 }

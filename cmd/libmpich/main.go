@@ -142,8 +142,7 @@ type library struct {
 	world     *mplite.Comm
 	comms     map[int32]*commEntry
 	nextComm  int32
-	reqs      map[int32]*request
-	nextReq   int32
+	reqs      reqTable
 	bsends    []*mplite.Request // buffered sends not yet complete
 	bufAddr   uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
 	bufSize   int

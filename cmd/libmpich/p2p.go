@@ -71,9 +71,11 @@ type request struct {
 // finish records the completion of the operation (once).
 func (q *request) finish(st mplite.Status, err error) {
 	q.done, q.st, q.err = true, st, err
-	var te *mplite.TruncateError
-	if q.recv && errors.As(err, &te) {
-		q.st = mplite.Status{Source: te.Source, Tag: te.Tag, Count: te.Capacity} // matched, then truncated
+	if q.recv && err != nil {
+		var te *mplite.TruncateError
+		if errors.As(err, &te) {
+			q.st = mplite.Status{Source: te.Source, Tag: te.Tag, Count: te.Capacity} // matched, then truncated
+		}
 	}
 }
 
@@ -104,32 +106,75 @@ func (q *request) status(st *C.MPI_Status) {
 	}
 }
 
-func (l *library) addReq(q *request) C.MPI_Request {
+// newReq returns a request to start, recycled if one is free.
+func (l *library) newReq() *request {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h := l.nextReq
-	l.nextReq++
-	if l.nextReq == requestFirst+0x3ffffff {
-		l.nextReq = requestFirst
+	return l.reqs.newRequest()
+}
+
+// addReq gives a started request its handle.
+func (l *library) addReq(q *request) (C.MPI_Request, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.reqs.add(q)
+	if !ok {
+		return requestNull, errorf(errIntern, "%d requests in flight: no handle left", maxRequests)
 	}
-	l.reqs[h] = q
-	return C.MPI_Request(h)
+	return C.MPI_Request(h), nil
 }
 
 func (l *library) req(h C.MPI_Request) (*request, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if q := l.reqs[int32(h)]; q != nil {
+	if q := l.reqs.get(int32(h)); q != nil {
 		return q, nil
 	}
 	return nil, errorf(errRequest, "invalid request handle %#x", uint32(h))
 }
 
+// delReq frees the handle *h (setting it to MPI_REQUEST_NULL) but not its
+// request, which goes on (MPI_Request_free).
 func (l *library) delReq(h *C.MPI_Request) {
 	l.mu.Lock()
-	delete(l.reqs, int32(*h))
+	l.reqs.del(int32(*h))
 	l.mu.Unlock()
 	*h = requestNull
+}
+
+// release ends a completed request: it writes its status, frees the handle
+// *h and recycles the request (and mplite's), and returns its error.
+func (l *library) release(h *C.MPI_Request, q *request, st *C.MPI_Status) error {
+	q.status(st)
+	err := q.err
+	if q.r != nil {
+		q.r.Free()
+	}
+	l.mu.Lock()
+	l.reqs.del(int32(*h))
+	l.reqs.recycle(q)
+	l.mu.Unlock()
+	*h = requestNull
+	return err
+}
+
+// handOut stores the handle of a started request in *req. With no handle
+// left the operation is waited for (it cannot be given up) and fails.
+func (l *library) handOut(q *request, req *C.MPI_Request) error {
+	h, err := l.addReq(q)
+	if err != nil {
+		q.wait()
+		l.drop(q)
+	}
+	*req = h
+	return err
+}
+
+// drop recycles a request that never got a handle.
+func (l *library) drop(q *request) {
+	l.mu.Lock()
+	l.reqs.recycle(q)
+	l.mu.Unlock()
 }
 
 // send is MPI_Send (and MPI_Rsend: a ready send may be a standard send).
@@ -273,14 +318,15 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 	if err != nil {
 		return ret(fn, err)
 	}
-	q := &request{ce: ce}
+	q := lib.newReq()
+	q.ce = ce
 	if dest == procNull {
 		q.procNull, q.done = true, true
 	} else if q.r, err = start(ce.c, b, int(dest), int(tag)); err != nil {
+		lib.drop(q)
 		return ret(fn, err)
 	}
-	*req = lib.addReq(q)
-	return errSuccess
+	return ret(fn, lib.handOut(q, req))
 }
 
 //export MPI_Irecv
@@ -289,20 +335,21 @@ func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 	if err != nil {
 		return ret("MPI_Irecv", err)
 	}
-	q := &request{ce: ce, recv: true}
-	if src == procNull {
-		q.procNull, q.done = true, true
-	} else {
-		s, err := source(src)
-		if err != nil {
-			return ret("MPI_Irecv", err)
-		}
-		if q.r, err = ce.c.Irecv(b, s, int(tag)); err != nil {
+	s := 0
+	if src != procNull {
+		if s, err = source(src); err != nil {
 			return ret("MPI_Irecv", err)
 		}
 	}
-	*req = lib.addReq(q)
-	return errSuccess
+	q := lib.newReq()
+	q.ce, q.recv = ce, true
+	if src == procNull {
+		q.procNull, q.done = true, true
+	} else if q.r, err = ce.c.Irecv(b, s, int(tag)); err != nil {
+		lib.drop(q)
+		return ret("MPI_Irecv", err)
+	}
+	return ret("MPI_Irecv", lib.handOut(q, req))
 }
 
 //export MPI_Wait
@@ -316,9 +363,7 @@ func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) C.int {
 		return ret("MPI_Wait", err)
 	}
 	q.wait()
-	lib.delReq(req)
-	q.status(st)
-	return ret("MPI_Wait", q.err)
+	return ret("MPI_Wait", lib.release(req, q, st))
 }
 
 //export MPI_Test
@@ -336,9 +381,7 @@ func MPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) C.int {
 		*flag = 0
 		return errSuccess
 	}
-	lib.delReq(req)
-	q.status(st)
-	return ret("MPI_Test", q.err)
+	return ret("MPI_Test", lib.release(req, q, st))
 }
 
 // statusAt returns element i of a status array (nil when ignored).
@@ -350,12 +393,18 @@ func statusAt(sts *C.MPI_Status, i int) *C.MPI_Status {
 }
 
 // lookupAll returns the requests of an array (nil for MPI_REQUEST_NULL).
-func lookupAll(n C.int, reqs *C.MPI_Request) ([]C.MPI_Request, []*request, error) {
+// qs is scratch space for the result (a caller's array on its stack, so a
+// call on a few requests allocates nothing).
+func lookupAll(n C.int, reqs *C.MPI_Request, qs []*request) ([]C.MPI_Request, []*request, error) {
 	if n < 0 {
 		return nil, nil, errorf(errCount, "negative count %d", int(n))
 	}
 	hs := unsafe.Slice(reqs, int(n))
-	qs := make([]*request, n)
+	if cap(qs) < int(n) {
+		qs = make([]*request, n)
+	}
+	qs = qs[:n]
+	clear(qs)
 	for i, h := range hs {
 		if h == requestNull {
 			continue
@@ -379,14 +428,13 @@ func finishAll(fn string, hs []C.MPI_Request, qs []*request, sts *C.MPI_Status) 
 			emptyStatus(st, anySource)
 			continue
 		}
-		q.status(st)
+		err := lib.release(&hs[i], q, st)
 		if st != nil {
-			st.MPI_ERROR = C.int(codeOf(q.err))
+			st.MPI_ERROR = C.int(codeOf(err))
 		}
-		if q.err != nil {
-			errs = append(errs, q.err)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		lib.delReq(&hs[i])
 	}
 	if len(errs) > 0 {
 		ret(fn, errors.Join(errs...))
@@ -397,7 +445,8 @@ func finishAll(fn string, hs []C.MPI_Request, qs []*request, sts *C.MPI_Status) 
 
 //export MPI_Waitall
 func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) C.int {
-	hs, qs, err := lookupAll(n, reqs)
+	var scratch [16]*request
+	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
 		return ret("MPI_Waitall", err)
 	}
@@ -411,7 +460,8 @@ func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) C.int {
 
 //export MPI_Testall
 func MPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) C.int {
-	hs, qs, err := lookupAll(n, reqs)
+	var scratch [16]*request
+	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
 		return ret("MPI_Testall", err)
 	}
@@ -438,7 +488,8 @@ func poll(round int) {
 
 //export MPI_Waitany
 func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) C.int {
-	hs, qs, err := lookupAll(n, reqs)
+	var scratch [16]*request
+	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
 		return ret("MPI_Waitany", err)
 	}
@@ -451,9 +502,7 @@ func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) C
 			active = true
 			if q.test() {
 				*index = C.int(i)
-				lib.delReq(&hs[i])
-				q.status(st)
-				return ret("MPI_Waitany", q.err)
+				return ret("MPI_Waitany", lib.release(&hs[i], q, st))
 			}
 		}
 		if !active {
@@ -467,7 +516,8 @@ func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) C
 
 //export MPI_Testany
 func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) C.int {
-	hs, qs, err := lookupAll(n, reqs)
+	var scratch [16]*request
+	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
 		return ret("MPI_Testany", err)
 	}
@@ -480,9 +530,7 @@ func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.
 		active = true
 		if q.test() {
 			*index = C.int(i)
-			lib.delReq(&hs[i])
-			q.status(st)
-			return ret("MPI_Testany", q.err)
+			return ret("MPI_Testany", lib.release(&hs[i], q, st))
 		}
 	}
 	if active {

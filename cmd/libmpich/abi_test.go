@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+// abiWorld makes this process's library rank 0 of a two-rank world over
+// memnic, with rank 1 an echo server on the Go API in a goroutine: every
+// message it receives with tag 0 goes back to rank 0 with tag 0. stop ends
+// the echo and finalizes both ranks.
+func abiWorld(tb testing.TB, size int) (stop func()) {
+	tb.Helper()
+	lib = &library{} // a fresh library: the C ABI's state is per process
+	comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	peer := comms[1]
+	done := make(chan error, 1)
+	go func() {
+		// install splits MPI_COMM_SELF off the world: a collective.
+		if _, err := peer.Split(1, 0); err != nil {
+			done <- err
+			return
+		}
+		buf := make([]byte, size)
+		for {
+			st, err := peer.Recv(buf, 0, mplite.AnyTag)
+			if err == nil && st.Tag == 1 {
+				done <- peer.Finalize()
+				return
+			}
+			if err == nil {
+				err = peer.Send(buf[:st.Count], 0, 0)
+			}
+			if err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	if err := install(comms[0]); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		if err := lib.world.Send(nil, 1, 1); err != nil {
+			tb.Error(err)
+		}
+		if rc := MPI_Finalize(); rc != errSuccess {
+			tb.Errorf("MPI_Finalize: %d", rc)
+		}
+		if err := <-done; err != nil {
+			tb.Error(err)
+		}
+	}
+}
+
+// mallocsPerRun runs f warm times (the connections' frame pools grow to
+// their windows), then runs times, and returns the allocations per run,
+// counting every goroutine's (testing.AllocsPerRun would set GOMAXPROCS to
+// 1, where the two polling ranks cannot both run).
+func mallocsPerRun(warm, runs int, f func()) uint64 {
+	for i := 0; i < warm; i++ {
+		f()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < runs; i++ {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.Mallocs - before.Mallocs) / uint64(runs)
+}
+
+var abiSizes = []int{1, 1024, mplite.DefaultEagerLimit + 1, 1 << 20}
+
+// TestCPingPongAllocatesNothing: a round trip of MPI_Send and MPI_Recv
+// called from C, eager and handshake (RDMA into the C buffer), allocates
+// nothing in steady state, on either side.
+func TestCPingPongAllocatesNothing(t *testing.T) {
+	for _, size := range abiSizes {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			stop := abiWorld(t, size)
+			defer stop()
+			buf := cMalloc(size)
+			defer cFree(buf)
+			rc := 0
+			if n := mallocsPerRun(1000, 500, func() { rc |= cPingPong(buf, size, 1) }); n != 0 {
+				t.Errorf("%d allocations per round trip", n)
+			}
+			if rc != 0 {
+				t.Fatalf("MPI error %d", rc)
+			}
+		})
+	}
+}
+
+// TestCExchangeAllocatesNothing: the same with MPI_Irecv, MPI_Isend and
+// MPI_Waitall: request handles and requests are recycled.
+func TestCExchangeAllocatesNothing(t *testing.T) {
+	for _, size := range abiSizes[:3] {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			stop := abiWorld(t, size)
+			defer stop()
+			sbuf, rbuf := cMalloc(size), cMalloc(size)
+			defer cFree(sbuf)
+			defer cFree(rbuf)
+			rc := 0
+			if n := mallocsPerRun(1000, 500, func() { rc |= cExchange(sbuf, rbuf, size, 1) }); n != 0 {
+				t.Errorf("%d allocations per exchange", n)
+			}
+			if rc != 0 {
+				t.Fatalf("MPI error %d", rc)
+			}
+		})
+	}
+}
+
+// BenchmarkABIPingPong is a round trip of size bytes from C through the
+// exported MPI_Send and MPI_Recv (cgo/...), next to the same round trip
+// through mplite's Go API (go/...), against the same echoing rank over
+// memnic. ns/op is a round trip; -benchmem shows the allocations.
+func BenchmarkABIPingPong(b *testing.B) {
+	for _, size := range abiSizes {
+		b.Run(fmt.Sprintf("cgo/%d", size), func(b *testing.B) {
+			stop := abiWorld(b, size)
+			defer stop()
+			buf := cMalloc(size)
+			defer cFree(buf)
+			if rc := cPingPong(buf, size, 100); rc != 0 {
+				b.Fatalf("MPI error %d", rc)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if rc := cPingPong(buf, size, b.N); rc != 0 {
+				b.Fatalf("MPI error %d", rc)
+			}
+		})
+		b.Run(fmt.Sprintf("cgo-nonblocking/%d", size), func(b *testing.B) {
+			stop := abiWorld(b, size)
+			defer stop()
+			sbuf, rbuf := cMalloc(size), cMalloc(size)
+			defer cFree(sbuf)
+			defer cFree(rbuf)
+			if rc := cExchange(sbuf, rbuf, size, 100); rc != 0 {
+				b.Fatalf("MPI error %d", rc)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if rc := cExchange(sbuf, rbuf, size, b.N); rc != 0 {
+				b.Fatalf("MPI error %d", rc)
+			}
+		})
+		b.Run(fmt.Sprintf("go/%d", size), func(b *testing.B) {
+			stop := abiWorld(b, size)
+			defer stop()
+			w := lib.world
+			buf := unsafe.Slice((*byte)(cMalloc(size)), size)
+			defer cFree(unsafe.Pointer(&buf[0]))
+			round := func() {
+				if err := w.Send(buf, 1, 0); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := w.Recv(buf, 1, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := 0; i < 100; i++ {
+				round()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				round()
+			}
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "ethervia_mpi_types.h"
+
+// The exports of this package (cgo's export header cannot be included in
+// a preamble).
+extern int MPI_Send(void *, int, MPI_Datatype, int, int, MPI_Comm);
+extern int MPI_Recv(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+extern int MPI_Isend(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+extern int MPI_Irecv(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+extern int MPI_Waitall(int, MPI_Request *, MPI_Status *);
+
+// ev_pingpong is rank 0 of iters round trips through the exported MPI_Send
+// and MPI_Recv, called from C as an MPICH-linked program calls them.
+static int ev_pingpong(void *buf, int count, int iters) {
+	for (int i = 0; i < iters; i++) {
+		int rc = MPI_Send(buf, count, 0x4c00010d, 1, 0, 0x44000000);
+		if (rc != 0)
+			return rc;
+		rc = MPI_Recv(buf, count, 0x4c00010d, 1, 0, 0x44000000, (MPI_Status *)1);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+// ev_isend_wait is ev_pingpong with MPI_Irecv, MPI_Isend and MPI_Waitall.
+static int ev_isend_wait(void *sbuf, void *rbuf, int count, int iters) {
+	MPI_Request reqs[2];
+	for (int i = 0; i < iters; i++) {
+		int rc = MPI_Irecv(rbuf, count, 0x4c00010d, 1, 0, 0x44000000, &reqs[0]);
+		if (rc == 0)
+			rc = MPI_Isend(sbuf, count, 0x4c00010d, 1, 0, 0x44000000, &reqs[1]);
+		if (rc == 0)
+			rc = MPI_Waitall(2, reqs, (MPI_Status *)1);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+*/
+import "C"
+
+import "unsafe"
+
+// cMalloc returns n bytes of C memory (free it with cFree): buffers that
+// never move, as a C program's are.
+func cMalloc(n int) unsafe.Pointer { return C.malloc(C.size_t(max(n, 1))) }
+
+func cFree(p unsafe.Pointer) { C.free(p) }
+
+// cPingPong runs iters round trips as rank 0 from C, through cgo, with
+// MPI_Send and MPI_Recv of count bytes at buf (C memory); it returns the
+// first MPI error code, or 0. For the tests and benchmarks of the C
+// boundary: a Go test file cannot call C itself.
+func cPingPong(buf unsafe.Pointer, count, iters int) int {
+	return int(C.ev_pingpong(buf, C.int(count), C.int(iters)))
+}
+
+// cExchange is cPingPong with MPI_Irecv, MPI_Isend and MPI_Waitall.
+func cExchange(sbuf, rbuf unsafe.Pointer, count, iters int) int {
+	return int(C.ev_isend_wait(sbuf, rbuf, C.int(count), C.int(iters)))
+}
