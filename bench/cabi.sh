@@ -1,0 +1,53 @@
+#!/bin/sh
+# cabi.sh: the C ABI against the Go API and Open MPI, interleaved. Each
+# round runs, on the same kind of link (two namespaces, one veth pair, MTU
+# 1500), NetPIPE's 1-byte latency and its 4 MiB bandwidth for:
+#   c       Debian's unmodified NPmpich2 over our libmpich.so.12, under mprun -np 2
+#   go      netpipe -local -module mplite (the Go API)
+#   ompi    Open MPI's NPopenmpi over TCP (bench/ompi-netpipe.sh)
+# and prints every sample, then the medians and the ratios the C ABI is held
+# to. Needs root, an idle machine, Go, and Debian's netpipe-mpich2,
+# openmpi-bin and netpipe-openmpi.
+#
+#   bench/cabi.sh [ROUNDS]          (default 5)
+set -eu
+rounds=${1:-5}
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d /tmp/cabi.XXXXXX)
+trap 'rm -rf "$work"' EXIT INT TERM
+cd "$root"
+go build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libmpich.so.12 -o "$work/lib/libmpich.so.12" ./cmd/libmpich
+go build -o "$work/" ./cmd/mprun ./cmd/netpipe
+
+lat() { awk 'NR==1{printf "%.2f", $3*1e6}' "$1"; }
+bw() { awk '$1==4194304{printf "%.0f", $2}' "$1"; }
+run() { # name kind(lat|bw) command...
+	name=$1 kind=$2
+	shift 2
+	rm -f "$work/np.out"
+	"$@" >"$work/log" 2>&1 || { cat "$work/log" >&2; exit 1; }
+	if [ "$kind" = lat ]; then v=$(lat "$work/np.out"); else v=$(bw "$work/np.out"); fi
+	echo "$name $kind $v" | tee -a "$work/samples"
+}
+sizes_lat="-l 1 -u 64"
+sizes_bw="-l 4194304 -u 4194304"
+for r in $(seq "$rounds"); do
+	for kind in lat bw; do
+		eval "sz=\$sizes_$kind"
+		run c "$kind" env LD_LIBRARY_PATH="$work/lib" "$work/mprun" -np 2 -- NPmpich2 $sz -o "$work/np.out"
+		run go "$kind" "$work/netpipe" -local -module mplite $sz -o "$work/np.out" -progress off
+		run ompi "$kind" sh bench/ompi-netpipe.sh "$work/np.out" $sz
+	done
+done
+echo "== medians of $rounds rounds: 1-byte latency (us), 4 MiB bandwidth (Mbit/s)"
+for kind in lat bw; do
+	for name in c go ompi; do
+		v=$(awk -v n=$name -v k=$kind '$1==n && $2==k {print $3}' "$work/samples" | sort -n |
+			awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+		eval "${name}_$kind=$v"
+		echo "$name $kind $v"
+	done
+done
+awk -v c="$c_lat" -v g="$go_lat" -v o="$ompi_lat" -v cb="$c_bw" -v gb="$go_bw" 'BEGIN{
+	printf "latency: C/Go %.2f (goal <= 1.2), C/Open MPI %.2f (goal <= 0.8)\n", c/g, c/o
+	printf "bandwidth: C/Go %.2f (goal >= 0.9)\n", cb/gb }'
