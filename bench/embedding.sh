@@ -1,8 +1,8 @@
 #!/bin/sh
 # embedding.sh: latency and bandwidth of one MPICH-linked ping-pong binary,
 # run unmodified on real MPICH (TCP) and on Ethervia's libmpich.so.12, over
-# the same link: two network namespaces joined by one veth pair (optionally
-# rate-limited). Needs root, Debian's mpich and libmpich-dev, Go.
+# the same link: two network namespaces joined by one veth pair, or with
+# -rate by a rate-limited switch. Needs root, Debian's mpich and libmpich-dev, Go.
 #
 #   bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N]
 #
@@ -23,10 +23,11 @@ done
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (network namespaces)" >&2; exit 1; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/embedding.XXXXXX)
-na=evb$$a nb=evb$$b
+na=evb$$a nb=evb$$b nsw=evb$$s
 cleanup() {
 	ip netns del "$na" 2>/dev/null || true
 	ip netns del "$nb" 2>/dev/null || true
+	ip netns del "$nsw" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -70,19 +71,31 @@ int main(int argc, char **argv) {
 CEOF
 mpicc.mpich -O2 -o "$work/pingpong" "$work/pingpong.c"
 
-# The link: one veth pair, named ev0 on both sides.
+# The link: one veth pair, named ev0 on both sides. With -rate, a switch
+# instead: a bridge in a third namespace, with a tbf on each switch port's
+# egress. (A tbf on the hosts' own ev0 would not do: our AF_PACKET sockets
+# bypass the sender's qdisc, as NIC-level transports do, so only a limit
+# past the host, as on a real switch port, applies to both libraries.)
 ip netns add "$na"
 ip netns add "$nb"
-ip link add "$na" type veth peer name "$nb"
-ip link set "$na" netns "$na"
-ip link set "$nb" netns "$nb"
+if [ -n "$rate" ]; then
+	ip netns add "$nsw"
+	ip -n "$nsw" link add br0 type bridge
+	ip -n "$nsw" link set br0 up
+	for ns in "$na" "$nb"; do
+		ip link add "$ns" netns "$ns" type veth peer name "p$ns" netns "$nsw"
+		ip -n "$nsw" link set "p$ns" mtu "$mtu" master br0 up
+		ip netns exec "$nsw" tc qdisc add dev "p$ns" root tbf rate "$rate" burst 256kb latency 50ms
+	done
+else
+	ip link add "$na" netns "$na" type veth peer name "$nb" netns "$nb"
+fi
 i=1
 for ns in "$na" "$nb"; do
 	ip -n "$ns" link set "$ns" name ev0
 	ip -n "$ns" link set ev0 mtu "$mtu" up
 	ip -n "$ns" link set lo up
 	ip -n "$ns" addr add "10.77.0.$i/24" dev ev0
-	[ -n "$rate" ] && ip netns exec "$ns" tc qdisc add dev ev0 root tbf rate "$rate" burst 256kb latency 50ms
 	i=$((i + 1))
 done
 
@@ -109,7 +122,7 @@ echo "== MPICH (TCP over ev0)"
 hydra -genv LD_LIBRARY_PATH= -genv MPIR_CVAR_NOLOCAL 1 -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES ev0 \
 	$prog | tee "$work/mpich.txt"
 echo "== Ethervia libmpich.so.12 (raw Ethernet over ev0)"
-hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ $prog | tee "$work/ethervia.txt"
+hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ -genv GOMAXPROCS 1 $prog | tee "$work/ethervia.txt"
 
 echo "== side by side: bytes | MPICH us, MB/s | Ethervia us, MB/s"
 paste "$work/mpich.txt" "$work/ethervia.txt" | awk '{printf "%9d | %10s %10s | %10s %10s\n", $1, $2, $3, $5, $6}'
