@@ -4,20 +4,22 @@
 # the same link: two network namespaces joined by one veth pair, or with
 # -rate by a rate-limited switch. Needs root, Debian's mpich and libmpich-dev, Go.
 #
-#   bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N]
+#   bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N] [-rounds N]
 #
-# Prints one table per library (bytes, one-way latency in us, bandwidth in
-# MB/s) and the two side by side. Run it on an idle machine: numbers from a
-# loaded one mean nothing. If NPmpi (apt-get install netpipe-mpich2) is
-# installed it is run the same way too (np.mpich.out, np.ethervia.out).
+# Prints each run (bytes, one-way latency in us, bandwidth in MB/s), the two
+# libraries interleaved over -rounds rounds, then the medians side by side.
+# Run it on an idle machine: numbers from a loaded one mean nothing. If
+# NPmpich2 (apt-get install netpipe-mpich2) is installed it is run the same
+# way too (np.mpich.out, np.ethervia.out).
 set -eu
-rate= mtu=1500 reps=0
+rate= mtu=1500 reps=0 rounds=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	-rate) rate=$2; shift 2 ;;
 	-mtu) mtu=$2; shift 2 ;;
 	-reps) reps=$2; shift 2 ;;
-	*) echo "usage: $0 [-rate RATE] [-mtu MTU] [-reps N]" >&2; exit 2 ;;
+	-rounds) rounds=$2; shift 2 ;;
+	*) echo "usage: $0 [-rate RATE] [-mtu MTU] [-reps N] [-rounds N]" >&2; exit 2 ;;
 	esac
 done
 [ "$(id -u)" = 0 ] || { echo "$0: needs root (network namespaces)" >&2; exit 1; }
@@ -115,20 +117,34 @@ hydra() {
 prog=$work/pingpong
 [ "$reps" -gt 0 ] && prog="$prog $reps"
 
-echo "== MPICH (TCP over ev0)"
 # The namespaces share the hostname and /dev/shm, so MPICH (ch4:ucx) would
 # take them for one node and use shared memory: force its network path, and
-# UCX's TCP transport on ev0.
-hydra -genv LD_LIBRARY_PATH= -genv MPIR_CVAR_NOLOCAL 1 -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES ev0 \
-	$prog | tee "$work/mpich.txt"
-echo "== Ethervia libmpich.so.12 (raw Ethernet over ev0)"
-hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ -genv GOMAXPROCS 1 $prog | tee "$work/ethervia.txt"
+# UCX's TCP transport on ev0. Our ranks get GOMAXPROCS=1: Hydra sees two
+# hosts, but the two share this machine's CPUs (mprun sets it the same way).
+mpich() {
+	hydra -genv LD_LIBRARY_PATH= -genv MPIR_CVAR_NOLOCAL 1 -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES ev0 "$@"
+}
+ethervia() {
+	hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ -genv GOMAXPROCS 1 "$@"
+}
+for r in $(seq "$rounds"); do
+	echo "== round $r: MPICH (TCP over ev0), then Ethervia libmpich.so.12 (raw Ethernet over ev0)"
+	mpich $prog | tee -a "$work/mpich.txt"
+	ethervia $prog | tee -a "$work/ethervia.txt"
+done
 
-echo "== side by side: bytes | MPICH us, MB/s | Ethervia us, MB/s"
-paste "$work/mpich.txt" "$work/ethervia.txt" | awk '{printf "%9d | %10s %10s | %10s %10s\n", $1, $2, $3, $5, $6}'
+# median per size (latency; bandwidth follows from it) over the rounds
+median() {
+	sort -n -k1,1 -k2,2 "$1" | awk '{n[$1]++; v[$1, n[$1]] = $2; if (!($1 in seen)) { seen[$1]; order[++k] = $1 } }
+		END { for (i = 1; i <= k; i++) { s = order[i]; m = v[s, int((n[s] + 1) / 2)]; printf "%d %.2f %.2f\n", s, m, s / m } }'
+}
+median "$work/mpich.txt" >"$work/mpich.med"
+median "$work/ethervia.txt" >"$work/ethervia.med"
+echo "== medians of $rounds rounds: bytes | MPICH us, MB/s | Ethervia us, MB/s | Ethervia/MPICH time"
+paste "$work/mpich.med" "$work/ethervia.med" |
+	awk '{printf "%9d | %10s %10s | %10s %10s | %5.2f\n", $1, $2, $3, $5, $6, $5 / $2}'
 
-if command -v NPmpi >/dev/null; then
-	hydra -genv LD_LIBRARY_PATH= NPmpi -o np.mpich.out >/dev/null 2>&1 && echo "NPmpi over MPICH: np.mpich.out"
-	hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ NPmpi -o np.ethervia.out >/dev/null 2>&1 &&
-		echo "NPmpi over Ethervia: np.ethervia.out"
+if command -v NPmpich2 >/dev/null; then
+	mpich NPmpich2 -o np.mpich.out >/dev/null 2>&1 && echo "NPmpich2 over MPICH: np.mpich.out"
+	ethervia NPmpich2 -o np.ethervia.out >/dev/null 2>&1 && echo "NPmpich2 over Ethervia: np.ethervia.out"
 fi

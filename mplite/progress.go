@@ -64,7 +64,7 @@ func (c *Comm) wait(w waitCond) {
 					// the runtime need not hand off this P.
 					_, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 				}
-				if c.cfg.yield {
+				if c.cfg.yield && !c.cfg.lockedCallers {
 					runtime.Gosched()
 				}
 			}

@@ -17,7 +17,9 @@ import (
 func abiWorld(tb testing.TB, size int) (stop func()) {
 	tb.Helper()
 	lib = &library{} // a fresh library: the C ABI's state is per process
-	comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
+	// Both ranks spin on a P of their own (the machine has two CPUs),
+	// rank 0 from C as MPI_Init makes it (WithLockedCallers).
+	comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute), mplite.WithLockedCallers())
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -29,7 +29,8 @@ func initialize() error {
 	if n, ok := goProcs(os.Getenv, runtime.NumCPU()); ok {
 		runtime.GOMAXPROCS(n)
 	}
-	world, err := mplite.Init()
+	// Every call comes from a C thread, locked to its M by cgo.
+	world, err := mplite.Init(mplite.WithLockedCallers())
 	if err != nil {
 		return fmt.Errorf("mplite.Init: %w", err)
 	}
