@@ -78,7 +78,10 @@ func resultLines(out string, prefixes string) []string {
 // (LD_LIBRARY_PATH) with 2 and 4 ranks and with 5 % frame loss: every result
 // line must be identical. p2p.c covers point-to-point (ANY_SOURCE, Probe,
 // status fields, MPI_Get_count, PROC_NULL, truncation, Waitany/Testall,
-// Bsend/Rsend, Ssend), coll.c every collective, Comm_split and Comm_dup.
+// Bsend/Rsend, Ssend), coll.c every collective, Comm_split and Comm_dup,
+// attr.c attributes, error handlers, NULL arguments, Waitsome, Testsome,
+// Sendrecv_replace and Request_get_status; fatal.c an error under the
+// default handler, which must end the job on both libraries.
 // MPI_Ssend must not return before the delayed receive was posted (see
 // checkSsendTimes).
 func TestLibmpich(t *testing.T) {
@@ -87,7 +90,7 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll"}
+	progs := []string{"p2p", "coll", "attr", "fatal"}
 	for _, p := range progs {
 		cmd := exec.Command("mpicc.mpich", "-O1", "-o", filepath.Join(dir, p), filepath.Join("c", p+".c"))
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -96,12 +99,12 @@ func TestLibmpich(t *testing.T) {
 	}
 	ref := make(map[string][]string) // "prog/np" -> result lines under MPICH
 	for _, np := range []int{2, 4} {
-		for _, p := range progs {
+		for _, p := range progs[:3] {
 			out, errOut, err := runEnv(t, time.Minute, []string{"LD_LIBRARY_PATH="}, "mpiexec.mpich", "-n", strconv.Itoa(np), filepath.Join(dir, p))
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PC")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCA")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -111,7 +114,7 @@ func TestLibmpich(t *testing.T) {
 		np   int
 		drop string
 	}{{2, "0"}, {4, "0"}, {4, "0.05"}} {
-		for _, p := range progs {
+		for _, p := range progs[:3] {
 			t.Run(fmt.Sprintf("%s/np=%d/drop=%s", p, tc.np, tc.drop), func(t *testing.T) {
 				out, errOut, err := runEnv(t, 3*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, mprun,
 					"-np", strconv.Itoa(tc.np), "-drop", tc.drop, "-timeout", "150s", "--", filepath.Join(dir, p))
@@ -123,7 +126,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PC")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCA")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}
@@ -141,6 +144,24 @@ func TestLibmpich(t *testing.T) {
 				}
 			})
 		}
+	}
+	// Errors under the default handler (MPI_ERRORS_ARE_FATAL) end the job
+	// on both libraries: a bad rank, and a NULL result pointer (which must
+	// not become a Go panic crossing the ABI).
+	for _, mode := range []string{"rank", "null"} {
+		t.Run("fatal/"+mode, func(t *testing.T) {
+			prog := filepath.Join(dir, "fatal")
+			out, errOut, err := runEnv(t, time.Minute, []string{"LD_LIBRARY_PATH="}, "mpiexec.mpich", "-n", "2", prog, mode)
+			if err == nil || strings.Contains(out, "survived") || !strings.Contains(errOut, "Fatal error") {
+				t.Fatalf("MPICH did not end the job (err %v):\n%s%s", err, out, errOut)
+			}
+			out, errOut, err = runEnv(t, 2*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, mprun, "-np", "2", "-timeout", "90s", "--", prog, mode)
+			fn := map[string]string{"rank": "MPI_Send", "null": "MPI_Comm_rank"}[mode]
+			if err == nil || strings.Contains(out, "survived") || strings.Contains(out, "received") ||
+				!strings.Contains(errOut, "Fatal error in "+fn) || strings.Contains(errOut, "goroutine ") {
+				t.Fatalf("our library did not end the job with a fatal error in %s (err %v):\n%s%s", fn, err, out, errOut)
+			}
+		})
 	}
 	// The same binary under MPICH's own launcher (Hydra), one rank per
 	// testbed host: our library takes its rank from PMI_RANK and PMI_SIZE.

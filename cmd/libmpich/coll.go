@@ -60,91 +60,95 @@ func checkRoot(root C.int, size int) error {
 }
 
 //export MPI_Barrier
-func MPI_Barrier(comm C.MPI_Comm) C.int {
+func MPI_Barrier(comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Barrier", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Barrier", err)
+		return retc(comm, "MPI_Barrier", err)
 	}
-	return ret("MPI_Barrier", ce.c.Barrier())
+	return retc(comm, "MPI_Barrier", ce.c.Barrier())
 }
 
 //export MPI_Bcast
-func MPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+func MPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Bcast", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Bcast", err)
+		return retc(comm, "MPI_Bcast", err)
 	}
 	if err := checkRoot(root, ce.c.Size()); err != nil {
-		return ret("MPI_Bcast", err)
+		return retc(comm, "MPI_Bcast", err)
 	}
 	b, err := collBuf(buf, count, dt)
 	if err != nil {
-		return ret("MPI_Bcast", err)
+		return retc(comm, "MPI_Bcast", err)
 	}
-	return ret("MPI_Bcast", ce.c.Bcast(b, int(root)))
+	return retc(comm, "MPI_Bcast", ce.c.Bcast(b, int(root)))
 }
 
 //export MPI_Reduce
-func MPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm) C.int {
+func MPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Reduce", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Reduce", err)
+		return retc(comm, "MPI_Reduce", err)
 	}
 	if err := checkRoot(root, ce.c.Size()); err != nil {
-		return ret("MPI_Reduce", err)
+		return retc(comm, "MPI_Reduce", err)
 	}
 	red, err := reducer(op, dt)
 	if err != nil {
-		return ret("MPI_Reduce", err)
+		return retc(comm, "MPI_Reduce", err)
 	}
 	isRoot := ce.c.Rank() == int(root)
 	var send, recv []byte
 	if isRoot {
 		if recv, err = collBuf(rbuf, count, dt); err != nil {
-			return ret("MPI_Reduce", err)
+			return retc(comm, "MPI_Reduce", err)
 		}
 	}
 	if isRoot && isInPlace(sbuf) {
 		send = append([]byte(nil), recv...)
 	} else if send, err = collBuf(sbuf, count, dt); err != nil {
-		return ret("MPI_Reduce", err)
+		return retc(comm, "MPI_Reduce", err)
 	}
-	return ret("MPI_Reduce", ce.c.Reduce(send, recv, red, int(root)))
+	return retc(comm, "MPI_Reduce", ce.c.Reduce(send, recv, red, int(root)))
 }
 
 //export MPI_Allreduce
-func MPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) C.int {
+func MPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Allreduce", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Allreduce", err)
+		return retc(comm, "MPI_Allreduce", err)
 	}
 	red, err := reducer(op, dt)
 	if err != nil {
-		return ret("MPI_Allreduce", err)
+		return retc(comm, "MPI_Allreduce", err)
 	}
 	recv, err := collBuf(rbuf, count, dt)
 	if err != nil {
-		return ret("MPI_Allreduce", err)
+		return retc(comm, "MPI_Allreduce", err)
 	}
 	send := recv // MPI_IN_PLACE: mplite allows recv to be send
 	if !isInPlace(sbuf) {
 		send = goBytes(sbuf, len(recv))
 	}
-	return ret("MPI_Allreduce", ce.c.Allreduce(send, recv, red))
+	return retc(comm, "MPI_Allreduce", ce.c.Allreduce(send, recv, red))
 }
 
 func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm, incl bool) C.int {
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	red, err := reducer(op, dt)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	recv, err := collBuf(rbuf, count, dt)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	var send []byte
 	if isInPlace(sbuf) {
@@ -153,205 +157,214 @@ func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, 
 		send = goBytes(sbuf, len(recv))
 	}
 	if incl {
-		return ret(fn, ce.c.Scan(send, recv, red))
+		return retc(comm, fn, ce.c.Scan(send, recv, red))
 	}
-	return ret(fn, ce.c.Exscan(send, recv, red))
+	return retc(comm, fn, ce.c.Exscan(send, recv, red))
 }
 
 //export MPI_Scan
-func MPI_Scan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) C.int {
+func MPI_Scan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Scan", &mpirc)
 	return scan("MPI_Scan", sbuf, rbuf, count, dt, op, comm, true)
 }
 
 //export MPI_Exscan
-func MPI_Exscan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) C.int {
+func MPI_Exscan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Exscan", &mpirc)
 	return scan("MPI_Exscan", sbuf, rbuf, count, dt, op, comm, false)
 }
 
 //export MPI_Gather
 func MPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Gather", &mpirc)
 	const fn = "MPI_Gather"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
 	if err := checkRoot(root, n); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	var send, recv []byte
 	if rank == int(root) {
 		m, err := bufLen(rcount, rtype)
 		if err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 		recv = goBytes(rbuf, n*m)
 		if isInPlace(sbuf) {
 			send = append([]byte(nil), recv[rank*m:][:m]...)
 		} else if send, err = collBuf(sbuf, scount, stype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		} else if len(send) != m {
-			return ret(fn, errorf(errTruncate, "root receives %d bytes per rank, its own send is %d", m, len(send)))
+			return retc(comm, fn, errorf(errTruncate, "root receives %d bytes per rank, its own send is %d", m, len(send)))
 		}
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, ce.c.Gather(send, recv, int(root)))
+	return retc(comm, fn, ce.c.Gather(send, recv, int(root)))
 }
 
 //export MPI_Gatherv
 func MPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Gatherv", &mpirc)
 	const fn = "MPI_Gatherv"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
 	if err := checkRoot(root, n); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	var send, recv []byte
 	var cs, ds []int
 	if rank == int(root) {
 		if cs, ds, err = vecArgs(n, rcounts, displs, rtype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 		recv = goBytes(rbuf, extent(cs, ds))
 		if isInPlace(sbuf) {
 			send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
 		} else if send, err = collBuf(sbuf, scount, stype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, ce.c.Gatherv(send, recv, cs, ds, int(root)))
+	return retc(comm, fn, ce.c.Gatherv(send, recv, cs, ds, int(root)))
 }
 
 //export MPI_Scatter
 func MPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Scatter", &mpirc)
 	const fn = "MPI_Scatter"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
 	if err := checkRoot(root, n); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	var send, recv []byte
 	if rank == int(root) {
 		m, err := bufLen(scount, stype)
 		if err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 		send = goBytes(sbuf, n*m)
 		if isInPlace(rbuf) {
 			recv = make([]byte, m) // root's block stays where it is
 		} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		} else if len(recv) != m {
-			return ret(fn, errorf(errTruncate, "root sends %d bytes per rank, its own receive is %d", m, len(recv)))
+			return retc(comm, fn, errorf(errTruncate, "root sends %d bytes per rank, its own receive is %d", m, len(recv)))
 		}
 	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, ce.c.Scatter(send, recv, int(root)))
+	return retc(comm, fn, ce.c.Scatter(send, recv, int(root)))
 }
 
 //export MPI_Scatterv
 func MPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Scatterv", &mpirc)
 	const fn = "MPI_Scatterv"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
 	if err := checkRoot(root, n); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	var send, recv []byte
 	var cs, ds []int
 	if rank == int(root) {
 		if cs, ds, err = vecArgs(n, scounts, displs, stype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 		send = goBytes(sbuf, extent(cs, ds))
 		if isInPlace(rbuf) {
 			recv = make([]byte, cs[rank])
 		} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, ce.c.Scatterv(send, cs, ds, recv, int(root)))
+	return retc(comm, fn, ce.c.Scatterv(send, cs, ds, recv, int(root)))
 }
 
 //export MPI_Allgather
 func MPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Allgather", &mpirc)
 	const fn = "MPI_Allgather"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
 	m, err := bufLen(rcount, rtype)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	recv := goBytes(rbuf, n*m)
 	var send []byte
 	if isInPlace(sbuf) {
 		send = append([]byte(nil), recv[rank*m:][:m]...)
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	} else if len(send) != m {
-		return ret(fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, len(send)))
+		return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, len(send)))
 	}
-	return ret(fn, ce.c.Allgather(send, recv))
+	return retc(comm, fn, ce.c.Allgather(send, recv))
 }
 
 //export MPI_Allgatherv
 func MPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Allgatherv", &mpirc)
 	const fn = "MPI_Allgatherv"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
 	cs, ds, err := vecArgs(n, rcounts, displs, rtype)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	recv := goBytes(rbuf, extent(cs, ds))
 	var send []byte
 	if isInPlace(sbuf) {
 		send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, ce.c.Allgatherv(send, recv, cs, ds))
+	return retc(comm, fn, ce.c.Allgatherv(send, recv, cs, ds))
 }
 
 //export MPI_Alltoall
 func MPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Alltoall", &mpirc)
 	const fn = "MPI_Alltoall"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n := ce.c.Size()
 	m, err := bufLen(rcount, rtype)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	recv := goBytes(rbuf, n*m)
 	var send []byte
@@ -360,28 +373,29 @@ func MPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	} else {
 		sm, err := bufLen(scount, stype)
 		if err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 		if sm != m {
-			return ret(fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, sm))
+			return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, sm))
 		}
 		send = goBytes(sbuf, n*m)
 	}
-	return ret(fn, ce.c.Alltoall(send, recv))
+	return retc(comm, fn, ce.c.Alltoall(send, recv))
 }
 
 //export MPI_Alltoallv
 func MPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Datatype,
-	rbuf unsafe.Pointer, rcounts, rdispls *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) C.int {
+	rbuf unsafe.Pointer, rcounts, rdispls *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Alltoallv", &mpirc)
 	const fn = "MPI_Alltoallv"
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	n := ce.c.Size()
 	rc, rd, err := vecArgs(n, rcounts, rdispls, rtype)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	recv := goBytes(rbuf, extent(rc, rd))
 	var send []byte
@@ -390,9 +404,9 @@ func MPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Dat
 		send, sc, sd = append([]byte(nil), recv...), rc, rd
 	} else {
 		if sc, sd, err = vecArgs(n, scounts, sdispls, stype); err != nil {
-			return ret(fn, err)
+			return retc(comm, fn, err)
 		}
 		send = goBytes(sbuf, extent(sc, sd))
 	}
-	return ret(fn, ce.c.Alltoallv(send, sc, sd, recv, rc, rd))
+	return retc(comm, fn, ce.c.Alltoallv(send, sc, sd, recv, rc, rd))
 }

@@ -44,12 +44,12 @@ func install(world *mplite.Comm) error {
 		world.Close()
 		return fmt.Errorf("making MPI_COMM_SELF: %w", err)
 	}
-	we, err := newCommEntry(world, false)
+	we, err := newCommEntry(world, false, nil)
 	if err != nil {
 		world.Close()
 		return err
 	}
-	se, err := newCommEntry(self, false)
+	se, err := newCommEntry(self, false, nil)
 	if err != nil {
 		world.Close()
 		return err
@@ -57,7 +57,9 @@ func install(world *mplite.Comm) error {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	lib.world = world
+	we.h, se.h = commWorld, commSelf
 	lib.comms = map[int32]*commEntry{commWorld: we, commSelf: se}
+	lib.setPredefined(world.Size())
 	lib.nextComm = commFirst
 	lib.reqs = reqTable{}
 	lib.state = stateInit
@@ -84,12 +86,14 @@ func goProcs(getenv func(string) string, cpus int) (int, bool) {
 }
 
 //export MPI_Init
-func MPI_Init(argc *C.int, argv unsafe.Pointer) C.int {
+func MPI_Init(argc *C.int, argv unsafe.Pointer) (mpirc C.int) {
+	defer guard("MPI_Init", &mpirc)
 	return ret("MPI_Init", initialize())
 }
 
 //export MPI_Init_thread
-func MPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided *C.int) C.int {
+func MPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided *C.int) (mpirc C.int) {
+	defer guard("MPI_Init_thread", &mpirc)
 	if err := initialize(); err != nil {
 		return ret("MPI_Init_thread", err)
 	}
@@ -100,13 +104,15 @@ func MPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided 
 }
 
 //export MPI_Query_thread
-func MPI_Query_thread(provided *C.int) C.int {
+func MPI_Query_thread(provided *C.int) (mpirc C.int) {
+	defer guard("MPI_Query_thread", &mpirc)
 	*provided = threadSerialized
 	return errSuccess
 }
 
 //export MPI_Initialized
-func MPI_Initialized(flag *C.int) C.int {
+func MPI_Initialized(flag *C.int) (mpirc C.int) {
+	defer guard("MPI_Initialized", &mpirc)
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	*flag = 0
@@ -117,7 +123,8 @@ func MPI_Initialized(flag *C.int) C.int {
 }
 
 //export MPI_Finalized
-func MPI_Finalized(flag *C.int) C.int {
+func MPI_Finalized(flag *C.int) (mpirc C.int) {
+	defer guard("MPI_Finalized", &mpirc)
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	*flag = 0
@@ -128,7 +135,8 @@ func MPI_Finalized(flag *C.int) C.int {
 }
 
 //export MPI_Finalize
-func MPI_Finalize() C.int {
+func MPI_Finalize() (mpirc C.int) {
+	defer guard("MPI_Finalize", &mpirc)
 	lib.mu.Lock()
 	if lib.state != stateInit {
 		lib.mu.Unlock()
@@ -137,7 +145,13 @@ func MPI_Finalize() C.int {
 	bs := lib.bsends
 	lib.bsends = nil
 	world := lib.world
+	self := lib.comms[commSelf]
 	lib.mu.Unlock()
+	// MPI_COMM_SELF's attributes are deleted first, while MPI still works:
+	// libraries hang their clean-up on them.
+	if code := deleteAll(self); code != 0 {
+		return ret("MPI_Finalize", errorf(code, "an attribute delete callback of MPI_COMM_SELF failed with %d", code))
+	}
 	errB := mplite.Waitall(bs...)
 	err := world.Finalize()
 	lib.mu.Lock()
@@ -148,7 +162,8 @@ func MPI_Finalize() C.int {
 }
 
 //export MPI_Abort
-func MPI_Abort(comm C.MPI_Comm, code C.int) C.int {
+func MPI_Abort(comm C.MPI_Comm, code C.int) (mpirc C.int) {
+	defer guard("MPI_Abort", &mpirc)
 	fmt.Fprintf(os.Stderr, "libmpich(ethervia): MPI_Abort with error code %d\n", int(code))
 	lib.mu.Lock()
 	world := lib.world
@@ -164,73 +179,84 @@ func MPI_Abort(comm C.MPI_Comm, code C.int) C.int {
 }
 
 //export MPI_Comm_rank
-func MPI_Comm_rank(comm C.MPI_Comm, rank *C.int) C.int {
+func MPI_Comm_rank(comm C.MPI_Comm, rank *C.int) (mpirc C.int) {
+	defer guard("MPI_Comm_rank", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Comm_rank", err)
+		return retc(comm, "MPI_Comm_rank", err)
 	}
 	*rank = C.int(ce.c.Rank())
 	return errSuccess
 }
 
 //export MPI_Comm_size
-func MPI_Comm_size(comm C.MPI_Comm, size *C.int) C.int {
+func MPI_Comm_size(comm C.MPI_Comm, size *C.int) (mpirc C.int) {
+	defer guard("MPI_Comm_size", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Comm_size", err)
+		return retc(comm, "MPI_Comm_size", err)
 	}
 	*size = C.int(ce.c.Size())
 	return errSuccess
 }
 
 //export MPI_Comm_dup
-func MPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) C.int {
+func MPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Comm_dup", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Comm_dup", err)
+		return retc(comm, "MPI_Comm_dup", err)
 	}
 	c, err := ce.c.Dup()
 	if err != nil {
-		return ret("MPI_Comm_dup", err)
+		return retc(comm, "MPI_Comm_dup", err)
 	}
-	ne, err := newCommEntry(c, true)
+	ne, err := newCommEntry(c, true, ce)
 	if err != nil {
-		return ret("MPI_Comm_dup", err)
+		return retc(comm, "MPI_Comm_dup", err)
 	}
-	*newcomm = lib.addComm(ne)
+	h := lib.addComm(ne)
+	if code := copyAttrs(ce, ne); code != 0 {
+		lib.forget(h)
+		_ = ne.free()
+		return retc(comm, "MPI_Comm_dup", errorf(code, "an attribute copy callback failed with %d", code))
+	}
+	*newcomm = h
 	return errSuccess
 }
 
 //export MPI_Comm_split
-func MPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) C.int {
+func MPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Comm_split", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return ret("MPI_Comm_split", err)
+		return retc(comm, "MPI_Comm_split", err)
 	}
 	col := int(color)
 	if col == undefined {
 		col = mplite.Undefined
 	} else if col < 0 {
-		return ret("MPI_Comm_split", errorf(errArg, "negative color %d (only MPI_UNDEFINED may be)", col))
+		return retc(comm, "MPI_Comm_split", errorf(errArg, "negative color %d (only MPI_UNDEFINED may be)", col))
 	}
 	c, err := ce.c.Split(col, int(key))
 	if err != nil {
-		return ret("MPI_Comm_split", err)
+		return retc(comm, "MPI_Comm_split", err)
 	}
 	if c == nil {
 		*newcomm = commNull
 		return errSuccess
 	}
-	ne, err := newCommEntry(c, true)
+	ne, err := newCommEntry(c, true, ce)
 	if err != nil {
-		return ret("MPI_Comm_split", err)
+		return retc(comm, "MPI_Comm_split", err)
 	}
 	*newcomm = lib.addComm(ne)
 	return errSuccess
 }
 
 //export MPI_Comm_free
-func MPI_Comm_free(comm *C.MPI_Comm) C.int {
+func MPI_Comm_free(comm *C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Comm_free", &mpirc)
 	ce, err := lib.comm(*comm)
 	if err != nil {
 		return ret("MPI_Comm_free", err)
@@ -238,37 +264,14 @@ func MPI_Comm_free(comm *C.MPI_Comm) C.int {
 	if !ce.freeable {
 		return ret("MPI_Comm_free", errorf(errComm, "MPI_COMM_WORLD and MPI_COMM_SELF cannot be freed"))
 	}
-	lib.mu.Lock()
-	delete(lib.comms, int32(*comm))
-	lib.mu.Unlock()
+	// MPI calls the attributes' delete callbacks first, with the handle
+	// still valid.
+	if code := deleteAll(ce); code != 0 {
+		return ret("MPI_Comm_free", errorf(code, "an attribute delete callback failed with %d", code))
+	}
+	lib.forget(*comm)
 	*comm = commNull
 	return ret("MPI_Comm_free", ce.free())
-}
-
-//export MPI_Comm_set_errhandler
-func MPI_Comm_set_errhandler(comm C.MPI_Comm, eh C.MPI_Errhandler) C.int {
-	if _, err := lib.comm(comm); err != nil {
-		return ret("MPI_Comm_set_errhandler", err)
-	}
-	switch eh {
-	case errorsReturn:
-		return errSuccess // what the library always does
-	case errorsAreFatal, errorsAbort:
-		lib.mu.Lock()
-		note := !lib.fatalNote
-		lib.fatalNote = true
-		lib.mu.Unlock()
-		if note {
-			fmt.Fprintln(os.Stderr, "libmpich(ethervia): note: errors are never fatal here; calls return their error codes (MPI_ERRORS_RETURN)")
-		}
-		return errSuccess
-	}
-	return ret("MPI_Comm_set_errhandler", errorf(errOther, "user error handlers are not implemented"))
-}
-
-//export MPI_Errhandler_set
-func MPI_Errhandler_set(comm C.MPI_Comm, eh C.MPI_Errhandler) C.int {
-	return MPI_Comm_set_errhandler(comm, eh)
 }
 
 //export MPI_Wtime
@@ -278,7 +281,8 @@ func MPI_Wtime() C.double { return C.double(mplite.Wtime()) }
 func MPI_Wtick() C.double { return 1e-9 }
 
 //export MPI_Get_processor_name
-func MPI_Get_processor_name(name *C.char, resultlen *C.int) C.int {
+func MPI_Get_processor_name(name *C.char, resultlen *C.int) (mpirc C.int) {
+	defer guard("MPI_Get_processor_name", &mpirc)
 	h, err := os.Hostname()
 	if err != nil {
 		return ret("MPI_Get_processor_name", err)
@@ -288,7 +292,8 @@ func MPI_Get_processor_name(name *C.char, resultlen *C.int) C.int {
 }
 
 //export MPI_Error_string
-func MPI_Error_string(code C.int, str *C.char, resultlen *C.int) C.int {
+func MPI_Error_string(code C.int, str *C.char, resultlen *C.int) (mpirc C.int) {
+	defer guard("MPI_Error_string", &mpirc)
 	s, ok := errText[int(code)]
 	if !ok {
 		s = fmt.Sprintf("Unknown error code %d", int(code))
@@ -298,25 +303,29 @@ func MPI_Error_string(code C.int, str *C.char, resultlen *C.int) C.int {
 }
 
 //export MPI_Error_class
-func MPI_Error_class(code C.int, class *C.int) C.int {
+func MPI_Error_class(code C.int, class *C.int) (mpirc C.int) {
+	defer guard("MPI_Error_class", &mpirc)
 	*class = code // the library's codes are classes
 	return errSuccess
 }
 
 //export MPI_Get_version
-func MPI_Get_version(version, subversion *C.int) C.int {
+func MPI_Get_version(version, subversion *C.int) (mpirc C.int) {
+	defer guard("MPI_Get_version", &mpirc)
 	*version, *subversion = 4, 0 // MPI_VERSION, MPI_SUBVERSION of the header
 	return errSuccess
 }
 
 //export MPI_Get_library_version
-func MPI_Get_library_version(version *C.char, resultlen *C.int) C.int {
+func MPI_Get_library_version(version *C.char, resultlen *C.int) (mpirc C.int) {
+	defer guard("MPI_Get_library_version", &mpirc)
 	cString(version, 8192, "Ethervia libmpich (MPICH 4.0.2 ABI subset over mplite)", resultlen)
 	return errSuccess
 }
 
 //export MPI_Buffer_attach
-func MPI_Buffer_attach(buf unsafe.Pointer, size C.int) C.int {
+func MPI_Buffer_attach(buf unsafe.Pointer, size C.int) (mpirc C.int) {
+	defer guard("MPI_Buffer_attach", &mpirc)
 	// MPI_Bsend copies into Go memory; the buffer is only kept for detach.
 	lib.mu.Lock()
 	lib.bufAddr, lib.bufSize = uintptr(buf), int(size)
@@ -325,7 +334,8 @@ func MPI_Buffer_attach(buf unsafe.Pointer, size C.int) C.int {
 }
 
 //export MPI_Buffer_detach
-func MPI_Buffer_detach(bufAddr unsafe.Pointer, size *C.int) C.int {
+func MPI_Buffer_detach(bufAddr unsafe.Pointer, size *C.int) (mpirc C.int) {
+	defer guard("MPI_Buffer_detach", &mpirc)
 	lib.mu.Lock()
 	bs := lib.bsends
 	lib.bsends = nil

@@ -6,9 +6,6 @@ package main
 import "C"
 
 import (
-	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"unsafe"
 
@@ -41,6 +38,18 @@ const (
 	errorsAreFatal = 0x54000000
 	errorsReturn   = 0x54000001
 	errorsAbort    = 0x54000003
+
+	errhandlerNull = 0x14000000
+	keyvalInvalid  = 0x24000000
+
+	// predefined attribute keys
+	keyTagUB         = 0x64400001
+	keyHost          = 0x64400003
+	keyIO            = 0x64400005
+	keyWtimeIsGlobal = 0x64400007
+	keyUniverseSize  = 0x64400009
+	keyLastUsedCode  = 0x6440000b
+	keyAppNum        = 0x6440000d
 
 	threadSingle     = 0
 	threadSerialized = 2
@@ -90,63 +99,24 @@ var errText = map[int]string{
 	errRequest:  "Invalid request handle",
 }
 
-// mpiError is an error with its MPI error code.
-type mpiError struct {
-	code int
-	err  error
-}
-
-func (e *mpiError) Error() string { return e.err.Error() }
-func (e *mpiError) Unwrap() error { return e.err }
-
-func errorf(code int, format string, args ...any) error {
-	return &mpiError{code, fmt.Errorf(format, args...)}
-}
-
-// codeOf maps an error to its MPI error code.
-func codeOf(err error) int {
-	var me *mpiError
-	switch {
-	case err == nil:
-		return errSuccess
-	case errors.As(err, &me):
-		return me.code
-	case errors.Is(err, mplite.ErrTruncate):
-		return errTruncate
-	case errors.Is(err, mplite.ErrRank):
-		return errRank
-	case errors.Is(err, mplite.ErrTag):
-		return errTag
-	case errors.Is(err, mplite.ErrFreed):
-		return errComm
-	}
-	return errOther
-}
-
-// ret reports a failed call on stderr (the library never aborts on an
-// error: MPI_ERRORS_RETURN) and returns its code.
-func ret(fn string, err error) C.int {
-	if err == nil {
-		return errSuccess
-	}
-	fmt.Fprintf(os.Stderr, "libmpich(ethervia): %s: %v\n", fn, err)
-	return C.int(codeOf(err))
-}
-
 // library is the state of the MPI library in this process. A C ABI has
 // process-wide state by nature (MPI_COMM_WORLD is a constant), so this is the
 // one package-level variable; every field is guarded by mu.
 type library struct {
-	mu        sync.Mutex
-	state     int // 0 before MPI_Init, 1 initialized, 2 finalized
-	world     *mplite.Comm
-	comms     map[int32]*commEntry
-	nextComm  int32
-	reqs      reqTable
-	bsends    []*mplite.Request // buffered sends not yet complete
-	bufAddr   uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
-	bufSize   int
-	fatalNote bool
+	mu       sync.Mutex
+	state    int // 0 before MPI_Init, 1 initialized, 2 finalized
+	world    *mplite.Comm
+	comms    map[int32]*commEntry
+	nextComm int32
+	reqs     reqTable
+	bsends   []*mplite.Request // buffered sends not yet complete
+	bufAddr  uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
+	bufSize  int
+	errhs    map[int32]*errhandler // user error handlers by handle
+	nextErrh int32
+	keyvals  map[int32]*keyval // user attribute keys
+	nextKey  int32
+	attrVals unsafe.Pointer // C memory for the predefined attributes' values
 }
 
 var lib = &library{}
@@ -182,17 +152,36 @@ func (l *library) addComm(ce *commEntry) C.MPI_Comm {
 	h := l.nextComm
 	l.nextComm++
 	l.comms[h] = ce
-	return C.MPI_Comm(h)
+	ce.h = C.MPI_Comm(h)
+	return ce.h
+}
+
+// forget removes a communicator handle.
+func (l *library) forget(h C.MPI_Comm) {
+	l.mu.Lock()
+	delete(l.comms, int32(h))
+	l.mu.Unlock()
 }
 
 // commEntry is a user communicator.
 type commEntry struct {
 	c        *mplite.Comm
+	h        C.MPI_Comm // its handle
 	freeable bool
+	eh       int32          // error handler: errorsAreFatal, errorsReturn, errorsAbort or a user one
+	attrs    map[int32]attr // user attributes by keyval
 }
 
-func newCommEntry(c *mplite.Comm, freeable bool) (*commEntry, error) {
-	return &commEntry{c: c, freeable: freeable}, nil
+// newCommEntry makes the entry of a communicator derived from parent (nil
+// for the predefined ones), whose error handler it inherits.
+func newCommEntry(c *mplite.Comm, freeable bool, parent *commEntry) (*commEntry, error) {
+	ce := &commEntry{c: c, freeable: freeable, eh: errorsAreFatal}
+	if parent != nil {
+		lib.mu.Lock()
+		ce.eh = parent.eh
+		lib.mu.Unlock()
+	}
+	return ce, nil
 }
 
 func (ce *commEntry) free() error { return ce.c.Free() }

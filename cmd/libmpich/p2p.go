@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"errors"
-	"runtime"
 	"time"
 	"unsafe"
 
@@ -181,9 +180,9 @@ func (l *library) drop(q *request) {
 func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, ce.c.Send(b, int(dest), int(tag)))
+	return retc(comm, fn, ce.c.Send(b, int(dest), int(tag)))
 }
 
 func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, []byte, error) {
@@ -202,36 +201,40 @@ func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild
 }
 
 //export MPI_Send
-func MPI_Send(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+func MPI_Send(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Send", &mpirc)
 	return send("MPI_Send", buf, count, dt, dest, tag, comm)
 }
 
 //export MPI_Rsend
-func MPI_Rsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+func MPI_Rsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Rsend", &mpirc)
 	return send("MPI_Rsend", buf, count, dt, dest, tag, comm)
 }
 
 //export MPI_Ssend
-func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Ssend", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
-		return ret("MPI_Ssend", err)
+		return retc(comm, "MPI_Ssend", err)
 	}
-	return ret("MPI_Ssend", ce.c.Ssend(b, int(dest), int(tag)))
+	return retc(comm, "MPI_Ssend", ce.c.Ssend(b, int(dest), int(tag)))
 }
 
 //export MPI_Bsend
-func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Bsend", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
-		return ret("MPI_Bsend", err)
+		return retc(comm, "MPI_Bsend", err)
 	}
 	// A buffered send must not wait for the receiver: copy and Isend; the
 	// copies are completed by MPI_Buffer_detach or MPI_Finalize.
 	cp := append([]byte(nil), b...)
 	r, err := ce.c.Isend(cp, int(dest), int(tag))
 	if err != nil {
-		return ret("MPI_Bsend", err)
+		return retc(comm, "MPI_Bsend", err)
 	}
 	lib.mu.Lock()
 	if len(lib.bsends) >= 64 {
@@ -249,10 +252,11 @@ func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 }
 
 //export MPI_Recv
-func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) C.int {
+func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Recv", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
 	if err != nil {
-		return ret("MPI_Recv", err)
+		return retc(comm, "MPI_Recv", err)
 	}
 	if src == procNull {
 		emptyStatus(st, procNull)
@@ -260,29 +264,30 @@ func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int
 	}
 	s, err := source(src)
 	if err != nil {
-		return ret("MPI_Recv", err)
+		return retc(comm, "MPI_Recv", err)
 	}
 	q := &request{ce: ce, recv: true}
 	q.finish(ce.c.Recv(b, s, int(tag)))
 	q.status(st)
-	return ret("MPI_Recv", q.err)
+	return retc(comm, "MPI_Recv", q.err)
 }
 
 //export MPI_Sendrecv
 func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest, stag C.int,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) C.int {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Sendrecv", &mpirc)
 	ce, sb, err := p2pArgs(sbuf, scount, stype, stag, false, comm)
 	if err != nil {
-		return ret("MPI_Sendrecv", err)
+		return retc(comm, "MPI_Sendrecv", err)
 	}
 	_, rb, err := p2pArgs(rbuf, rcount, rtype, rtag, true, comm)
 	if err != nil {
-		return ret("MPI_Sendrecv", err)
+		return retc(comm, "MPI_Sendrecv", err)
 	}
 	s := procNull
 	if src != procNull {
 		if s, err = source(src); err != nil {
-			return ret("MPI_Sendrecv", err)
+			return retc(comm, "MPI_Sendrecv", err)
 		}
 	}
 	switch {
@@ -298,16 +303,18 @@ func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest,
 	q := &request{ce: ce, recv: true}
 	q.finish(ce.c.Sendrecv(sb, int(dest), int(stag), rb, s, int(rtag)))
 	q.status(st)
-	return ret("MPI_Sendrecv", q.err)
+	return retc(comm, "MPI_Sendrecv", q.err)
 }
 
 //export MPI_Isend
-func MPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+func MPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Isend", &mpirc)
 	return isend("MPI_Isend", (*mplite.Comm).Isend, buf, count, dt, dest, tag, comm, req)
 }
 
 //export MPI_Issend
-func MPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+func MPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Issend", &mpirc)
 	return isend("MPI_Issend", (*mplite.Comm).Issend, buf, count, dt, dest, tag, comm, req)
 }
 
@@ -316,7 +323,7 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 	buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil {
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
 	q := lib.newReq()
 	q.ce = ce
@@ -324,21 +331,22 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 		q.procNull, q.done = true, true
 	} else if q.r, err = start(ce.c, b, int(dest), int(tag)); err != nil {
 		lib.drop(q)
-		return ret(fn, err)
+		return retc(comm, fn, err)
 	}
-	return ret(fn, lib.handOut(q, req))
+	return retc(comm, fn, lib.handOut(q, req))
 }
 
 //export MPI_Irecv
-func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
+func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Irecv", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
 	if err != nil {
-		return ret("MPI_Irecv", err)
+		return retc(comm, "MPI_Irecv", err)
 	}
 	s := 0
 	if src != procNull {
 		if s, err = source(src); err != nil {
-			return ret("MPI_Irecv", err)
+			return retc(comm, "MPI_Irecv", err)
 		}
 	}
 	q := lib.newReq()
@@ -347,13 +355,14 @@ func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 		q.procNull, q.done = true, true
 	} else if q.r, err = ce.c.Irecv(b, s, int(tag)); err != nil {
 		lib.drop(q)
-		return ret("MPI_Irecv", err)
+		return retc(comm, "MPI_Irecv", err)
 	}
-	return ret("MPI_Irecv", lib.handOut(q, req))
+	return retc(comm, "MPI_Irecv", lib.handOut(q, req))
 }
 
 //export MPI_Wait
-func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) C.int {
+func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Wait", &mpirc)
 	if *req == requestNull {
 		emptyStatus(st, anySource)
 		return errSuccess
@@ -363,11 +372,13 @@ func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) C.int {
 		return ret("MPI_Wait", err)
 	}
 	q.wait()
-	return ret("MPI_Wait", lib.release(req, q, st))
+	h := q.ce.h
+	return retc(h, "MPI_Wait", lib.release(req, q, st))
 }
 
 //export MPI_Test
-func MPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) C.int {
+func MPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Test", &mpirc)
 	*flag = 1
 	if *req == requestNull {
 		emptyStatus(st, anySource)
@@ -381,7 +392,8 @@ func MPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) C.int {
 		*flag = 0
 		return errSuccess
 	}
-	return ret("MPI_Test", lib.release(req, q, st))
+	h := q.ce.h
+	return retc(h, "MPI_Test", lib.release(req, q, st))
 }
 
 // statusAt returns element i of a status array (nil when ignored).
@@ -444,7 +456,8 @@ func finishAll(fn string, hs []C.MPI_Request, qs []*request, sts *C.MPI_Status) 
 }
 
 //export MPI_Waitall
-func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) C.int {
+func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Waitall", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -459,7 +472,8 @@ func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) C.int {
 }
 
 //export MPI_Testall
-func MPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) C.int {
+func MPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Testall", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -477,17 +491,18 @@ func MPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) C
 	return finishAll("MPI_Testall", hs, qs, sts)
 }
 
-// poll waits between rounds of tests: spin first, then sleep briefly.
+// poll waits between rounds of tests (each test makes progress): spin
+// first, then sleep briefly. No runtime.Gosched: the caller is a C thread,
+// locked to its M, where a Gosched hands the P to another thread and back.
 func poll(round int) {
-	if round < 1000 {
-		runtime.Gosched()
-	} else {
+	if round >= 1000 {
 		time.Sleep(20 * time.Microsecond)
 	}
 }
 
 //export MPI_Waitany
-func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) C.int {
+func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Waitany", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -515,7 +530,8 @@ func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) C
 }
 
 //export MPI_Testany
-func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) C.int {
+func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Testany", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -542,7 +558,8 @@ func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.
 }
 
 //export MPI_Request_free
-func MPI_Request_free(req *C.MPI_Request) C.int {
+func MPI_Request_free(req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Request_free", &mpirc)
 	q, err := lib.req(*req)
 	if err != nil {
 		return ret("MPI_Request_free", err)
@@ -567,25 +584,27 @@ func probeArgs(src, tag C.int, comm C.MPI_Comm) (*commEntry, int, error) {
 }
 
 //export MPI_Probe
-func MPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) C.int {
+func MPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Probe", &mpirc)
 	if src == procNull {
 		emptyStatus(st, procNull)
 		return errSuccess
 	}
 	ce, s, err := probeArgs(src, tag, comm)
 	if err != nil {
-		return ret("MPI_Probe", err)
+		return retc(comm, "MPI_Probe", err)
 	}
 	ps, err := ce.c.Probe(s, int(tag))
 	if err != nil {
-		return ret("MPI_Probe", err)
+		return retc(comm, "MPI_Probe", err)
 	}
 	setStatus(st, ps.Source, ps.Tag, int64(ps.Count))
 	return errSuccess
 }
 
 //export MPI_Iprobe
-func MPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) C.int {
+func MPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Iprobe", &mpirc)
 	if src == procNull {
 		*flag = 1
 		emptyStatus(st, procNull)
@@ -593,11 +612,11 @@ func MPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) 
 	}
 	ce, s, err := probeArgs(src, tag, comm)
 	if err != nil {
-		return ret("MPI_Iprobe", err)
+		return retc(comm, "MPI_Iprobe", err)
 	}
 	ok, ps, err := ce.c.Iprobe(s, int(tag))
 	if err != nil {
-		return ret("MPI_Iprobe", err)
+		return retc(comm, "MPI_Iprobe", err)
 	}
 	*flag = 0
 	if ok {

@@ -42,9 +42,6 @@ int MPI_Alltoallw() { return ethervia_unimplemented("MPI_Alltoallw", 15); }
 int MPI_Alltoallw_c() { return ethervia_unimplemented("MPI_Alltoallw_c", 15); }
 int MPI_Alltoallw_init() { return ethervia_unimplemented("MPI_Alltoallw_init", 15); }
 int MPI_Alltoallw_init_c() { return ethervia_unimplemented("MPI_Alltoallw_init_c", 15); }
-int MPI_Attr_delete() { return ethervia_unimplemented("MPI_Attr_delete", 15); }
-int MPI_Attr_get() { return ethervia_unimplemented("MPI_Attr_get", 15); }
-int MPI_Attr_put() { return ethervia_unimplemented("MPI_Attr_put", 15); }
 int MPI_Barrier_init() { return ethervia_unimplemented("MPI_Barrier_init", 15); }
 int MPI_Bcast_c() { return ethervia_unimplemented("MPI_Bcast_c", 15); }
 int MPI_Bcast_init() { return ethervia_unimplemented("MPI_Bcast_init", 15); }
@@ -65,20 +62,13 @@ int MPI_Cart_sub() { return ethervia_unimplemented("MPI_Cart_sub", 15); }
 int MPI_Cartdim_get() { return ethervia_unimplemented("MPI_Cartdim_get", 15); }
 int MPI_Close_port() { return ethervia_unimplemented("MPI_Close_port", 15); }
 int MPI_Comm_accept() { return ethervia_unimplemented("MPI_Comm_accept", 15); }
-int MPI_Comm_call_errhandler() { return ethervia_unimplemented("MPI_Comm_call_errhandler", 15); }
 int MPI_Comm_compare() { return ethervia_unimplemented("MPI_Comm_compare", 15); }
 int MPI_Comm_connect() { return ethervia_unimplemented("MPI_Comm_connect", 15); }
 int MPI_Comm_create() { return ethervia_unimplemented("MPI_Comm_create", 15); }
-int MPI_Comm_create_errhandler() { return ethervia_unimplemented("MPI_Comm_create_errhandler", 15); }
 int MPI_Comm_create_from_group() { return ethervia_unimplemented("MPI_Comm_create_from_group", 15); }
 int MPI_Comm_create_group() { return ethervia_unimplemented("MPI_Comm_create_group", 15); }
-int MPI_Comm_create_keyval() { return ethervia_unimplemented("MPI_Comm_create_keyval", 15); }
-int MPI_Comm_delete_attr() { return ethervia_unimplemented("MPI_Comm_delete_attr", 15); }
 int MPI_Comm_disconnect() { return ethervia_unimplemented("MPI_Comm_disconnect", 15); }
 int MPI_Comm_dup_with_info() { return ethervia_unimplemented("MPI_Comm_dup_with_info", 15); }
-int MPI_Comm_free_keyval() { return ethervia_unimplemented("MPI_Comm_free_keyval", 15); }
-int MPI_Comm_get_attr() { return ethervia_unimplemented("MPI_Comm_get_attr", 15); }
-int MPI_Comm_get_errhandler() { return ethervia_unimplemented("MPI_Comm_get_errhandler", 15); }
 int MPI_Comm_get_info() { return ethervia_unimplemented("MPI_Comm_get_info", 15); }
 int MPI_Comm_get_name() { return ethervia_unimplemented("MPI_Comm_get_name", 15); }
 int MPI_Comm_get_parent() { return ethervia_unimplemented("MPI_Comm_get_parent", 15); }
@@ -88,7 +78,6 @@ int MPI_Comm_idup_with_info() { return ethervia_unimplemented("MPI_Comm_idup_wit
 int MPI_Comm_join() { return ethervia_unimplemented("MPI_Comm_join", 15); }
 int MPI_Comm_remote_group() { return ethervia_unimplemented("MPI_Comm_remote_group", 15); }
 int MPI_Comm_remote_size() { return ethervia_unimplemented("MPI_Comm_remote_size", 15); }
-int MPI_Comm_set_attr() { return ethervia_unimplemented("MPI_Comm_set_attr", 15); }
 int MPI_Comm_set_info() { return ethervia_unimplemented("MPI_Comm_set_info", 15); }
 int MPI_Comm_set_name() { return ethervia_unimplemented("MPI_Comm_set_name", 15); }
 int MPI_Comm_spawn() { return ethervia_unimplemented("MPI_Comm_spawn", 15); }
@@ -102,9 +91,6 @@ int MPI_Dist_graph_create() { return ethervia_unimplemented("MPI_Dist_graph_crea
 int MPI_Dist_graph_create_adjacent() { return ethervia_unimplemented("MPI_Dist_graph_create_adjacent", 15); }
 int MPI_Dist_graph_neighbors() { return ethervia_unimplemented("MPI_Dist_graph_neighbors", 15); }
 int MPI_Dist_graph_neighbors_count() { return ethervia_unimplemented("MPI_Dist_graph_neighbors_count", 15); }
-int MPI_Errhandler_create() { return ethervia_unimplemented("MPI_Errhandler_create", 15); }
-int MPI_Errhandler_free() { return ethervia_unimplemented("MPI_Errhandler_free", 15); }
-int MPI_Errhandler_get() { return ethervia_unimplemented("MPI_Errhandler_get", 15); }
 int MPI_Exscan_c() { return ethervia_unimplemented("MPI_Exscan_c", 15); }
 int MPI_Exscan_init() { return ethervia_unimplemented("MPI_Exscan_init", 15); }
 int MPI_Exscan_init_c() { return ethervia_unimplemented("MPI_Exscan_init_c", 15); }
@@ -222,8 +208,6 @@ int MPI_Isendrecv_c() { return ethervia_unimplemented("MPI_Isendrecv_c", 15); }
 int MPI_Isendrecv_replace() { return ethervia_unimplemented("MPI_Isendrecv_replace", 15); }
 int MPI_Isendrecv_replace_c() { return ethervia_unimplemented("MPI_Isendrecv_replace_c", 15); }
 int MPI_Issend_c() { return ethervia_unimplemented("MPI_Issend_c", 15); }
-int MPI_Keyval_create() { return ethervia_unimplemented("MPI_Keyval_create", 15); }
-int MPI_Keyval_free() { return ethervia_unimplemented("MPI_Keyval_free", 15); }
 int MPI_Lookup_name() { return ethervia_unimplemented("MPI_Lookup_name", 15); }
 int MPI_Mprobe() { return ethervia_unimplemented("MPI_Mprobe", 15); }
 int MPI_Mrecv() { return ethervia_unimplemented("MPI_Mrecv", 15); }
@@ -289,7 +273,6 @@ int MPI_Reduce_scatter_block_init_c() { return ethervia_unimplemented("MPI_Reduc
 int MPI_Reduce_scatter_c() { return ethervia_unimplemented("MPI_Reduce_scatter_c", 15); }
 int MPI_Reduce_scatter_init() { return ethervia_unimplemented("MPI_Reduce_scatter_init", 15); }
 int MPI_Reduce_scatter_init_c() { return ethervia_unimplemented("MPI_Reduce_scatter_init_c", 15); }
-int MPI_Request_get_status() { return ethervia_unimplemented("MPI_Request_get_status", 15); }
 int MPI_Rget() { return ethervia_unimplemented("MPI_Rget", 15); }
 int MPI_Rget_accumulate() { return ethervia_unimplemented("MPI_Rget_accumulate", 15); }
 int MPI_Rget_accumulate_c() { return ethervia_unimplemented("MPI_Rget_accumulate_c", 15); }
@@ -312,7 +295,6 @@ int MPI_Send_c() { return ethervia_unimplemented("MPI_Send_c", 15); }
 int MPI_Send_init() { return ethervia_unimplemented("MPI_Send_init", 15); }
 int MPI_Send_init_c() { return ethervia_unimplemented("MPI_Send_init_c", 15); }
 int MPI_Sendrecv_c() { return ethervia_unimplemented("MPI_Sendrecv_c", 15); }
-int MPI_Sendrecv_replace() { return ethervia_unimplemented("MPI_Sendrecv_replace", 15); }
 int MPI_Sendrecv_replace_c() { return ethervia_unimplemented("MPI_Sendrecv_replace_c", 15); }
 int MPI_Session_call_errhandler() { return ethervia_unimplemented("MPI_Session_call_errhandler", 15); }
 int MPI_Session_create_errhandler() { return ethervia_unimplemented("MPI_Session_create_errhandler", 15); }
@@ -390,7 +372,6 @@ int MPI_T_source_get_info() { return ethervia_unimplemented("MPI_T_source_get_in
 int MPI_T_source_get_num() { return ethervia_unimplemented("MPI_T_source_get_num", 15); }
 int MPI_T_source_get_timestamp() { return ethervia_unimplemented("MPI_T_source_get_timestamp", 15); }
 int MPI_Test_cancelled() { return ethervia_unimplemented("MPI_Test_cancelled", 15); }
-int MPI_Testsome() { return ethervia_unimplemented("MPI_Testsome", 15); }
 int MPI_Topo_test() { return ethervia_unimplemented("MPI_Topo_test", 15); }
 int MPI_Type_commit() { return ethervia_unimplemented("MPI_Type_commit", 3); }
 int MPI_Type_contiguous() { return ethervia_unimplemented("MPI_Type_contiguous", 3); }
@@ -451,7 +432,6 @@ int MPI_Unpack_c() { return ethervia_unimplemented("MPI_Unpack_c", 15); }
 int MPI_Unpack_external() { return ethervia_unimplemented("MPI_Unpack_external", 15); }
 int MPI_Unpack_external_c() { return ethervia_unimplemented("MPI_Unpack_external_c", 15); }
 int MPI_Unpublish_name() { return ethervia_unimplemented("MPI_Unpublish_name", 15); }
-int MPI_Waitsome() { return ethervia_unimplemented("MPI_Waitsome", 15); }
 int MPI_Win_allocate() { return ethervia_unimplemented("MPI_Win_allocate", 15); }
 int MPI_Win_allocate_c() { return ethervia_unimplemented("MPI_Win_allocate_c", 15); }
 int MPI_Win_allocate_shared() { return ethervia_unimplemented("MPI_Win_allocate_shared", 15); }

@@ -209,7 +209,8 @@ func reducer(op C.MPI_Op, dt C.MPI_Datatype) (mplite.Reducer, error) {
 const maxCount = math.MaxInt32
 
 //export MPI_Type_size
-func MPI_Type_size(dt C.MPI_Datatype, size *C.int) C.int {
+func MPI_Type_size(dt C.MPI_Datatype, size *C.int) (mpirc C.int) {
+	defer guard("MPI_Type_size", &mpirc)
 	n, err := typeSize(dt)
 	if err != nil {
 		return ret("MPI_Type_size", err)
@@ -219,7 +220,8 @@ func MPI_Type_size(dt C.MPI_Datatype, size *C.int) C.int {
 }
 
 //export MPI_Get_count
-func MPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) C.int {
+func MPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
+	defer guard("MPI_Get_count", &mpirc)
 	n, err := typeSize(dt)
 	if err != nil {
 		return ret("MPI_Get_count", err)

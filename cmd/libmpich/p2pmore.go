@@ -1,0 +1,126 @@
+package main
+
+/*
+#include "ethervia_mpi_types.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// someDone completes every finished request of qs: it writes index i of
+// each at indices[k] and its status at statuses[k], and returns how many
+// there were and whether any request was active.
+func someDone(hs []C.MPI_Request, qs []*request, indices *C.int, sts *C.MPI_Status) (int, bool, []error) {
+	out := unsafe.Slice(indices, len(qs))
+	k := 0
+	active := false
+	var errs []error
+	for i, q := range qs {
+		if q == nil {
+			continue
+		}
+		active = true
+		if !q.test() {
+			continue
+		}
+		st := statusAt(sts, k)
+		out[k] = C.int(i)
+		err := lib.release(&hs[i], q, st)
+		if st != nil {
+			st.MPI_ERROR = C.int(codeOf(err))
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+		k++
+	}
+	return k, active, errs
+}
+
+//export MPI_Waitsome
+func MPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Waitsome", &mpirc)
+	var scratch [16]*request
+	hs, qs, err := lookupAll(n, reqs, scratch[:0])
+	if err != nil {
+		return ret("MPI_Waitsome", err)
+	}
+	for round := 0; ; round++ {
+		k, active, errs := someDone(hs, qs, indices, sts)
+		switch {
+		case !active:
+			*outcount = undefined
+			return errSuccess
+		case len(errs) > 0:
+			*outcount = C.int(k)
+			ret("MPI_Waitsome", errs[0])
+			return errInStatus
+		case k > 0:
+			*outcount = C.int(k)
+			return errSuccess
+		}
+		poll(round)
+	}
+}
+
+//export MPI_Testsome
+func MPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Testsome", &mpirc)
+	var scratch [16]*request
+	hs, qs, err := lookupAll(n, reqs, scratch[:0])
+	if err != nil {
+		return ret("MPI_Testsome", err)
+	}
+	k, active, errs := someDone(hs, qs, indices, sts)
+	if !active {
+		*outcount = undefined
+		return errSuccess
+	}
+	*outcount = C.int(k)
+	if len(errs) > 0 {
+		ret("MPI_Testsome", errs[0])
+		return errInStatus
+	}
+	return errSuccess
+}
+
+// MPI_Request_get_status tests a request without freeing it.
+//
+//export MPI_Request_get_status
+func MPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Request_get_status", &mpirc)
+	*flag = 1
+	if req == requestNull {
+		emptyStatus(st, anySource)
+		return errSuccess
+	}
+	q, err := lib.req(req)
+	if err != nil {
+		return ret("MPI_Request_get_status", err)
+	}
+	if !q.test() {
+		*flag = 0
+		return errSuccess
+	}
+	q.status(st)
+	return errSuccess
+}
+
+// MPI_Sendrecv_replace sends buf and receives into it: the outgoing data
+// is copied aside first.
+//
+//export MPI_Sendrecv_replace
+func MPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, stag, src, rtag C.int,
+	comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+	defer guard("MPI_Sendrecv_replace", &mpirc)
+	n, err := bufLen(count, dt)
+	if err != nil {
+		return retc(comm, "MPI_Sendrecv_replace", err)
+	}
+	tmp := cMalloc(n)
+	defer cFree(tmp)
+	copy(goBytes(tmp, n), goBytes(buf, n))
+	return MPI_Sendrecv(tmp, count, dt, dest, stag, buf, count, dt, src, rtag, comm, st)
+}
