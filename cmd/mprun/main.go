@@ -12,8 +12,9 @@
 // yield to one another (MPLITE_SPIN, the spin time, does not change that),
 // and MPLITE_CPUS (the CPU count) for
 // the collective selector. Each rank gets GOMAXPROCS, its share of the
-// CPUs, unless GOMAXPROCS is set. Two ranks are joined by one veth pair
-// per rail (a cable, as netpipe -local uses); more by one bridge per rail.
+// CPUs, unless GOMAXPROCS is set. Two ranks with no rate limit, faults or
+// port events are joined by one veth pair per rail (a cable, as netpipe
+// -local uses); otherwise the ranks sit on one bridge per rail.
 // mprun exits non-zero if any rank
 // fails; once one rank has failed, the others get -grace to finish (so they
 // can report the dead peer) before they are killed.
@@ -194,10 +195,9 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 		// but testbed wants two hosts, so build two and use one.
 		cfg.Hosts = 2
 	}
-	if o.np == 2 {
+	if o.np == 2 && o.cable() {
 		// Two hosts need no switch: one cable per rail, the link netpipe
 		// -local measures, so the two compare on the same kind of link.
-		// Rates, faults and port events apply to the pair's ends.
 		cfg.Topology = testbed.Pair
 	}
 	if o.rate != "" {
@@ -323,6 +323,14 @@ func reportFaults(tb *testbed.Testbed, o options, stderr io.Writer) {
 }
 
 func (o options) faulty() bool { return o.drop > 0 || o.corrupt > 0 || o.dup > 0 }
+
+// cable reports whether two ranks may be joined by a plain veth pair: rate
+// limits, faults and port events sit on switch ports, as in netpipe (a tbf
+// on a host's own veth would not limit our senders, which bypass the
+// qdisc).
+func (o options) cable() bool {
+	return o.rate == "" && !o.faulty() && o.flap == "" && o.railDown == ""
+}
 
 // portEvents schedules -flap and -rail-down; the returned function cancels
 // what has not happened yet.

@@ -192,3 +192,20 @@ func TestGoProcsShareTheCPUs(t *testing.T) {
 		}
 	}
 }
+
+func TestCableOnlyWithoutSwitchFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		o    options
+		want bool
+	}{
+		{options{np: 2}, true},
+		{options{np: 2, rate: "1gbit"}, false},
+		{options{np: 2, drop: 0.05}, false},
+		{options{np: 2, flap: "1s+1s"}, false},
+		{options{np: 2, railDown: "1@1s"}, false},
+	} {
+		if got := tc.o.cable(); got != tc.want {
+			t.Errorf("%+v: cable %v, want %v", tc.o, got, tc.want)
+		}
+	}
+}
