@@ -121,7 +121,7 @@ type endpoint struct {
 	finalizing           bool
 	finalized            bool
 	stats                Stats
-	nextCtx              uint16 // the lowest context id no communicator of this rank uses
+	ctxUsed              ctxSet // the context pairs this rank's communicators hold
 	tune                 Tuning // the cost model's parameters, once tuned
 	tuned                bool
 	mc                   mcastEP // multicast groups and datagrams (mcast.go)
@@ -271,7 +271,7 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	c := &Comm{endpoint: &endpoint{cfg: cfg, rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),
 		sendIDs: make(map[uint32]*Request), recvIDs: make(map[uint32]*Request),
-		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4, nextCtx: ctxFirstFree},
+		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4},
 		crank: rank, csize: size, pctx: ctxWorld, cctx: ctxWorldColl}
 	c.world = c
 	c.cond.L = &c.mu

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 )
 
@@ -70,22 +71,64 @@ func (c *Comm) newView(members []int, ctx uint16) *Comm {
 		pctx: ctx, cctx: ctx + 1, world: c.world}
 }
 
-// takeCtx takes the context pair at or above agreed (the maximum of the
-// members' next free ids) and moves this rank's next free id past it.
-func (c *Comm) takeCtx(agreed uint64) (uint16, error) {
-	if agreed > 0xffff-1 {
-		return 0, ErrContexts
-	}
-	c.mu.Lock()
-	c.nextCtx = max(c.nextCtx, uint16(agreed)+2)
-	c.mu.Unlock()
-	return uint16(agreed), nil
-}
+// ctxPairs is how many communicators besides the world a rank can hold at
+// once: each takes a pair of context ids (point-to-point and collective)
+// from ctxFirstFree. MPICH's default allows 2048.
+const ctxPairs = 4096
 
-func (c *Comm) myNextCtx() uint64 {
+// ctxSet has a bit per context pair, set while a communicator of this rank
+// holds it.
+type ctxSet [ctxPairs / 64]uint64
+
+// freeMask returns the pairs this rank has free, a set bit per free pair,
+// as little-endian words: the members of a communicator AND theirs
+// together to find a pair free on all of them.
+func (c *Comm) freeMask() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return uint64(c.nextCtx)
+	b := make([]byte, ctxPairs/8)
+	for i, w := range c.ctxUsed {
+		binary.LittleEndian.PutUint64(b[i*8:], ^w)
+	}
+	return b
+}
+
+// takeCtx takes the lowest pair set in mask (the members' free pairs,
+// ANDed) and, if hold, marks it used by this rank until Free.
+func (c *Comm) takeCtx(mask []byte, hold bool) (uint16, error) {
+	for i := 0; i < ctxPairs/64; i++ {
+		w := binary.LittleEndian.Uint64(mask[i*8:])
+		if w == 0 {
+			continue
+		}
+		bit := bits.TrailingZeros64(w)
+		if hold {
+			c.mu.Lock()
+			c.ctxUsed[i] |= 1 << bit
+			c.mu.Unlock()
+		}
+		return ctxFirstFree + uint16(2*(i*64+bit)), nil
+	}
+	return 0, ErrContexts
+}
+
+// releaseCtx gives back c's context pair.
+func (c *Comm) releaseCtx() {
+	pair := int(c.pctx-ctxFirstFree) / 2
+	c.mu.Lock()
+	c.ctxUsed[pair/64] &^= 1 << (pair % 64)
+	c.mu.Unlock()
+}
+
+// agreeCtx returns the members' common free pairs (an allreduce of their
+// masks).
+func (c *Comm) agreeCtx() ([]byte, error) {
+	mine := c.freeMask()
+	all := make([]byte, len(mine))
+	if err := c.allreduceBytes(mine, all, andU64(), c.pickAlgo(collAllreduce, len(mine), true)); err != nil {
+		return nil, err
+	}
+	return all, nil
 }
 
 // Dup returns a new communicator with the same members in the same order
@@ -96,12 +139,11 @@ func (c *Comm) Dup() (*Comm, error) {
 		return nil, err
 	}
 	defer c.leave()
-	var in, out [8]byte
-	binary.LittleEndian.PutUint64(in[:], c.myNextCtx())
-	if err := c.allreduceBytes(in[:], out[:], maxU64(), c.pickAlgo(collAllreduce, 8, true)); err != nil {
+	mask, err := c.agreeCtx()
+	if err != nil {
 		return nil, fmt.Errorf("mplite: dup: %w", err)
 	}
-	ctx, err := c.takeCtx(binary.LittleEndian.Uint64(out[:]))
+	ctx, err := c.takeCtx(mask, true)
 	if err != nil {
 		return nil, fmt.Errorf("mplite: dup: %w", err)
 	}
@@ -125,29 +167,31 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 	if color < 0 {
 		color = Undefined
 	}
-	const rec = 24
+	const rec = 16
 	mine := make([]byte, rec)
 	binary.LittleEndian.PutUint64(mine[0:], uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	binary.LittleEndian.PutUint64(mine[16:], c.myNextCtx())
 	all := make([]byte, rec*c.csize)
 	if err := c.allgatherBytes(mine, all, c.pickAlgo(collAllgather, rec, true)); err != nil {
 		return nil, fmt.Errorf("mplite: split: %w", err)
 	}
+	mask, err := c.agreeCtx()
+	if err != nil {
+		return nil, fmt.Errorf("mplite: split: %w", err)
+	}
 	type entry struct{ color, key, rank int }
-	var agreed uint64
 	var same []entry
 	for r := range c.csize {
 		b := all[r*rec:]
 		e := entry{int(int64(binary.LittleEndian.Uint64(b))), int(int64(binary.LittleEndian.Uint64(b[8:]))), r}
-		agreed = max(agreed, binary.LittleEndian.Uint64(b[16:]))
 		if color != Undefined && e.color == color {
 			same = append(same, e)
 		}
 	}
-	// Every member takes the same id, whatever its color: the new
-	// communicators are disjoint, so they may share it.
-	ctx, err := c.takeCtx(agreed)
+	// Every member agrees on the same pair, whatever its color: the new
+	// communicators are disjoint, so they may share it. A rank left out
+	// holds nothing.
+	ctx, err := c.takeCtx(mask, color != Undefined)
 	if err != nil {
 		return nil, fmt.Errorf("mplite: split: %w", err)
 	}
@@ -181,6 +225,7 @@ func (c *Comm) Free() error {
 	if c.freed.Swap(true) {
 		return ErrFreed
 	}
+	c.releaseCtx()
 	return nil
 }
 
@@ -189,6 +234,15 @@ func maxU64() Reducer {
 	return Reducer{Elem: 8, Commutative: true, Fn: func(dst, a, b []byte) {
 		for i := 0; i+8 <= len(dst); i += 8 {
 			binary.LittleEndian.PutUint64(dst[i:], max(binary.LittleEndian.Uint64(a[i:]), binary.LittleEndian.Uint64(b[i:])))
+		}
+	}}
+}
+
+// andU64 is the bitwise AND of little-endian uint64s.
+func andU64() Reducer {
+	return Reducer{Elem: 8, Commutative: true, Fn: func(dst, a, b []byte) {
+		for i := 0; i+8 <= len(dst); i += 8 {
+			binary.LittleEndian.PutUint64(dst[i:], binary.LittleEndian.Uint64(a[i:])&binary.LittleEndian.Uint64(b[i:]))
 		}
 	}}
 }
