@@ -25,6 +25,8 @@ type Request struct {
 	prev, next *Request
 	list       *rlist
 
+	cancelled bool // Cancel took it off its queue before any message matched
+
 	// handshake
 	sync   bool // Ssend: by handshake at any length
 	id     uint32
@@ -39,6 +41,39 @@ type Request struct {
 
 // ready reports completion; c.mu is held.
 func (r *Request) ready() bool { return r.done }
+
+// Cancel cancels a receive that no message has matched yet (MPI_Cancel):
+// it completes at once with no data, and Cancelled then reports true. A
+// receive already matched, or whose buffer has been offered to its sender
+// for a direct write, is not cancelled and completes as usual; nor are
+// sends (MPI 4 deprecates cancelling them). Cancel reports whether it
+// cancelled; either way the request must still be completed (Wait, Test).
+func (r *Request) Cancel() bool {
+	if r == nil || r.c == nil || r.send {
+		return false
+	}
+	c := r.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.done || r.list == nil || (r.peer >= 0 && r.peer < len(c.peers) && c.peers[r.peer] != nil && c.peers[r.peer].offered == r) {
+		return false
+	}
+	r.list.remove(r)
+	r.cancelled = true
+	r.st = Status{Source: r.peer, Tag: r.tag}
+	c.complete(r, nil)
+	return true
+}
+
+// Cancelled reports whether Cancel cancelled r.
+func (r *Request) Cancelled() bool {
+	if r == nil || r.c == nil {
+		return false
+	}
+	r.c.mu.Lock()
+	defer r.c.mu.Unlock()
+	return r.cancelled
+}
 
 // Free gives a completed request back to its communicator, which reuses
 // it for a later operation, as MPI frees a request that Wait or Test

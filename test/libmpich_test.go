@@ -75,12 +75,13 @@ func resultLines(out string, prefixes string) []string {
 // TestLibmpich compiles C MPI programs with Debian's MPICH mpicc (real MPICH
 // headers), runs them under real MPICH (mpiexec.mpich, host namespace) for
 // the reference, then unmodified under mprun over Ethervia's libmpich.so.12
-// (LD_LIBRARY_PATH) with 2 and 4 ranks and with 5 % frame loss: every result
+// (LD_LIBRARY_PATH) with 2, 4 and 8 ranks and with 5 % frame loss: every result
 // line must be identical. p2p.c covers point-to-point (ANY_SOURCE, Probe,
 // status fields, MPI_Get_count, PROC_NULL, truncation, Waitany/Testall,
 // Bsend/Rsend, Ssend), coll.c every collective, Comm_split and Comm_dup,
 // attr.c attributes, error handlers, NULL arguments, Waitsome, Testsome,
-// Sendrecv_replace and Request_get_status; fatal.c an error under the
+// Sendrecv_replace and Request_get_status, persist.c persistent requests
+// and MPI_Cancel; fatal.c an error under the
 // default handler, which must end the job on both libraries.
 // MPI_Ssend must not return before the delayed receive was posted (see
 // checkSsendTimes).
@@ -90,7 +91,8 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "fatal"}
+	progs := []string{"p2p", "coll", "attr", "persist", "fatal"}
+	compared := progs[:4] // fatal is checked on its own
 	for _, p := range progs {
 		cmd := exec.Command("mpicc.mpich", "-O1", "-o", filepath.Join(dir, p), filepath.Join("c", p+".c"))
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -98,13 +100,13 @@ func TestLibmpich(t *testing.T) {
 		}
 	}
 	ref := make(map[string][]string) // "prog/np" -> result lines under MPICH
-	for _, np := range []int{2, 4} {
-		for _, p := range progs[:3] {
+	for _, np := range []int{2, 4, 8} {
+		for _, p := range compared {
 			out, errOut, err := runEnv(t, time.Minute, []string{"LD_LIBRARY_PATH="}, "mpiexec.mpich", "-n", strconv.Itoa(np), filepath.Join(dir, p))
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCA")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCAR")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -113,8 +115,8 @@ func TestLibmpich(t *testing.T) {
 	for _, tc := range []struct {
 		np   int
 		drop string
-	}{{2, "0"}, {4, "0"}, {4, "0.05"}} {
-		for _, p := range progs[:3] {
+	}{{2, "0"}, {4, "0"}, {8, "0"}, {4, "0.05"}} {
+		for _, p := range compared {
 			t.Run(fmt.Sprintf("%s/np=%d/drop=%s", p, tc.np, tc.drop), func(t *testing.T) {
 				out, errOut, err := runEnv(t, 3*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, mprun,
 					"-np", strconv.Itoa(tc.np), "-drop", tc.drop, "-timeout", "150s", "--", filepath.Join(dir, p))
@@ -126,7 +128,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCA")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCAR")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}

@@ -65,11 +65,20 @@ type request struct {
 	st       mplite.Status
 	err      error
 	procNull bool
+
+	cancelAsked bool // MPI_Cancel was called: look whether it worked
+	cancelled   bool
+
+	persist  *persistent // MPI_Send_init and friends: the operation Start repeats
+	inactive bool        // a persistent request not started, or completed
 }
 
 // finish records the completion of the operation (once).
 func (q *request) finish(st mplite.Status, err error) {
 	q.done, q.st, q.err = true, st, err
+	if q.cancelAsked && q.r != nil {
+		q.cancelled = q.r.Cancelled()
+	}
 	if q.recv && err != nil {
 		var te *mplite.TruncateError
 		if errors.As(err, &te) {
@@ -96,6 +105,13 @@ func (q *request) test() bool {
 // status writes the request's status (for a completed request).
 func (q *request) status(st *C.MPI_Status) {
 	switch {
+	case q.inactive:
+		emptyStatus(st, anySource)
+	case q.cancelled:
+		setStatus(st, q.st.Source, q.st.Tag, 0)
+		if st != nil && uintptr(unsafe.Pointer(st)) != statusIgn {
+			st.count_hi_and_cancelled |= 1
+		}
 	case q.procNull:
 		emptyStatus(st, procNull)
 	case q.recv:
@@ -148,6 +164,11 @@ func (l *library) release(h *C.MPI_Request, q *request, st *C.MPI_Status) error 
 	err := q.err
 	if q.r != nil {
 		q.r.Free()
+	}
+	if q.persist != nil {
+		// A persistent request keeps its handle: it becomes inactive.
+		q.r, q.inactive, q.err, q.cancelAsked, q.cancelled = nil, true, nil, false, false
+		return err
 	}
 	l.mu.Lock()
 	l.reqs.del(int32(*h))
@@ -424,6 +445,9 @@ func lookupAll(n C.int, reqs *C.MPI_Request, qs []*request) ([]C.MPI_Request, []
 		q, err := lib.req(h)
 		if err != nil {
 			return nil, nil, err
+		}
+		if q.inactive {
+			continue // an inactive persistent request counts as null
 		}
 		qs[i] = q
 	}

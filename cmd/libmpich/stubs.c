@@ -47,11 +47,9 @@ int MPI_Bcast_c() { return ethervia_unimplemented("MPI_Bcast_c", 15); }
 int MPI_Bcast_init() { return ethervia_unimplemented("MPI_Bcast_init", 15); }
 int MPI_Bcast_init_c() { return ethervia_unimplemented("MPI_Bcast_init_c", 15); }
 int MPI_Bsend_c() { return ethervia_unimplemented("MPI_Bsend_c", 15); }
-int MPI_Bsend_init() { return ethervia_unimplemented("MPI_Bsend_init", 15); }
 int MPI_Bsend_init_c() { return ethervia_unimplemented("MPI_Bsend_init_c", 15); }
 int MPI_Buffer_attach_c() { return ethervia_unimplemented("MPI_Buffer_attach_c", 15); }
 int MPI_Buffer_detach_c() { return ethervia_unimplemented("MPI_Buffer_detach_c", 15); }
-int MPI_Cancel() { return ethervia_unimplemented("MPI_Cancel", 15); }
 int MPI_Cart_coords() { return ethervia_unimplemented("MPI_Cart_coords", 15); }
 int MPI_Cart_create() { return ethervia_unimplemented("MPI_Cart_create", 15); }
 int MPI_Cart_get() { return ethervia_unimplemented("MPI_Cart_get", 15); }
@@ -258,7 +256,6 @@ int MPI_Put_c() { return ethervia_unimplemented("MPI_Put_c", 15); }
 int MPI_Raccumulate() { return ethervia_unimplemented("MPI_Raccumulate", 15); }
 int MPI_Raccumulate_c() { return ethervia_unimplemented("MPI_Raccumulate_c", 15); }
 int MPI_Recv_c() { return ethervia_unimplemented("MPI_Recv_c", 15); }
-int MPI_Recv_init() { return ethervia_unimplemented("MPI_Recv_init", 15); }
 int MPI_Recv_init_c() { return ethervia_unimplemented("MPI_Recv_init_c", 15); }
 int MPI_Reduce_c() { return ethervia_unimplemented("MPI_Reduce_c", 15); }
 int MPI_Reduce_init() { return ethervia_unimplemented("MPI_Reduce_init", 15); }
@@ -280,7 +277,6 @@ int MPI_Rget_c() { return ethervia_unimplemented("MPI_Rget_c", 15); }
 int MPI_Rput() { return ethervia_unimplemented("MPI_Rput", 15); }
 int MPI_Rput_c() { return ethervia_unimplemented("MPI_Rput_c", 15); }
 int MPI_Rsend_c() { return ethervia_unimplemented("MPI_Rsend_c", 15); }
-int MPI_Rsend_init() { return ethervia_unimplemented("MPI_Rsend_init", 15); }
 int MPI_Rsend_init_c() { return ethervia_unimplemented("MPI_Rsend_init_c", 15); }
 int MPI_Scan_c() { return ethervia_unimplemented("MPI_Scan_c", 15); }
 int MPI_Scan_init() { return ethervia_unimplemented("MPI_Scan_init", 15); }
@@ -292,7 +288,6 @@ int MPI_Scatterv_c() { return ethervia_unimplemented("MPI_Scatterv_c", 15); }
 int MPI_Scatterv_init() { return ethervia_unimplemented("MPI_Scatterv_init", 15); }
 int MPI_Scatterv_init_c() { return ethervia_unimplemented("MPI_Scatterv_init_c", 15); }
 int MPI_Send_c() { return ethervia_unimplemented("MPI_Send_c", 15); }
-int MPI_Send_init() { return ethervia_unimplemented("MPI_Send_init", 15); }
 int MPI_Send_init_c() { return ethervia_unimplemented("MPI_Send_init_c", 15); }
 int MPI_Sendrecv_c() { return ethervia_unimplemented("MPI_Sendrecv_c", 15); }
 int MPI_Sendrecv_replace_c() { return ethervia_unimplemented("MPI_Sendrecv_replace_c", 15); }
@@ -307,10 +302,7 @@ int MPI_Session_get_pset_info() { return ethervia_unimplemented("MPI_Session_get
 int MPI_Session_init() { return ethervia_unimplemented("MPI_Session_init", 15); }
 int MPI_Session_set_errhandler() { return ethervia_unimplemented("MPI_Session_set_errhandler", 15); }
 int MPI_Ssend_c() { return ethervia_unimplemented("MPI_Ssend_c", 15); }
-int MPI_Ssend_init() { return ethervia_unimplemented("MPI_Ssend_init", 15); }
 int MPI_Ssend_init_c() { return ethervia_unimplemented("MPI_Ssend_init_c", 15); }
-int MPI_Start() { return ethervia_unimplemented("MPI_Start", 15); }
-int MPI_Startall() { return ethervia_unimplemented("MPI_Startall", 15); }
 int MPI_Status_c2f() { return ethervia_unimplemented("MPI_Status_c2f", 15); }
 int MPI_Status_c2f08() { return ethervia_unimplemented("MPI_Status_c2f08", 15); }
 int MPI_Status_f082c() { return ethervia_unimplemented("MPI_Status_f082c", 15); }
@@ -371,7 +363,6 @@ int MPI_T_pvar_write() { return ethervia_unimplemented("MPI_T_pvar_write", 15); 
 int MPI_T_source_get_info() { return ethervia_unimplemented("MPI_T_source_get_info", 15); }
 int MPI_T_source_get_num() { return ethervia_unimplemented("MPI_T_source_get_num", 15); }
 int MPI_T_source_get_timestamp() { return ethervia_unimplemented("MPI_T_source_get_timestamp", 15); }
-int MPI_Test_cancelled() { return ethervia_unimplemented("MPI_Test_cancelled", 15); }
 int MPI_Topo_test() { return ethervia_unimplemented("MPI_Topo_test", 15); }
 int MPI_Type_commit() { return ethervia_unimplemented("MPI_Type_commit", 3); }
 int MPI_Type_contiguous() { return ethervia_unimplemented("MPI_Type_contiguous", 3); }

@@ -1,0 +1,175 @@
+package main
+
+/*
+#include "ethervia_mpi_types.h"
+*/
+import "C"
+
+import (
+	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+// Persistent requests (MPI_Send_init and friends) and cancellation.
+
+// persistent is the operation a persistent request starts each time.
+type persistent struct {
+	kind  int // opSend, opSsend, opBsend or opRecv
+	buf   unsafe.Pointer
+	count C.int
+	dt    C.MPI_Datatype
+	peer  C.int // destination or source
+	tag   C.int
+	comm  C.MPI_Comm
+}
+
+const (
+	opSend = iota
+	opSsend
+	opBsend
+	opRecv
+)
+
+// initPersistent checks the arguments as the nonblocking call would and
+// hands out an inactive persistent request.
+func initPersistent(fn string, kind int, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, peer, tag C.int,
+	comm C.MPI_Comm, req *C.MPI_Request) C.int {
+	ce, _, err := p2pArgs(buf, count, dt, tag, kind == opRecv, comm)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	if kind == opRecv && peer != procNull {
+		if _, err := source(peer); err != nil {
+			return retc(comm, fn, err)
+		}
+	}
+	q := lib.newReq()
+	q.ce, q.recv = ce, kind == opRecv
+	q.persist = &persistent{kind: kind, buf: buf, count: count, dt: dt, peer: peer, tag: tag, comm: comm}
+	q.done, q.inactive = true, true
+	return retc(comm, fn, lib.handOut(q, req))
+}
+
+//export MPI_Send_init
+func MPI_Send_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Send_init", &mpirc)
+	return initPersistent("MPI_Send_init", opSend, buf, count, dt, dest, tag, comm, req)
+}
+
+// MPI_Rsend_init is MPI_Send_init: a ready send may be a standard send.
+//
+//export MPI_Rsend_init
+func MPI_Rsend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Rsend_init", &mpirc)
+	return initPersistent("MPI_Rsend_init", opSend, buf, count, dt, dest, tag, comm, req)
+}
+
+//export MPI_Ssend_init
+func MPI_Ssend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Ssend_init", &mpirc)
+	return initPersistent("MPI_Ssend_init", opSsend, buf, count, dt, dest, tag, comm, req)
+}
+
+//export MPI_Bsend_init
+func MPI_Bsend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Bsend_init", &mpirc)
+	return initPersistent("MPI_Bsend_init", opBsend, buf, count, dt, dest, tag, comm, req)
+}
+
+//export MPI_Recv_init
+func MPI_Recv_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Recv_init", &mpirc)
+	return initPersistent("MPI_Recv_init", opRecv, buf, count, dt, src, tag, comm, req)
+}
+
+// start starts persistent request q.
+func start(q *request) error {
+	p := q.persist
+	if !q.inactive {
+		return errorf(errRequest, "MPI_Start on a request already active")
+	}
+	b := goBytes(p.buf, 0)
+	if n, err := bufLen(p.count, p.dt); err == nil {
+		b = goBytes(p.buf, n)
+	}
+	q.done, q.inactive, q.err, q.st, q.procNull = false, false, nil, mplite.Status{}, false
+	if p.peer == procNull {
+		q.procNull, q.done = true, true
+		return nil
+	}
+	var err error
+	switch p.kind {
+	case opSend:
+		q.r, err = q.ce.c.Isend(b, int(p.peer), int(p.tag))
+	case opSsend:
+		q.r, err = q.ce.c.Issend(b, int(p.peer), int(p.tag))
+	case opBsend:
+		// Buffered: done once the data is copied.
+		q.done = true
+		if rc := MPI_Bsend(p.buf, p.count, p.dt, p.peer, p.tag, p.comm); rc != errSuccess {
+			err = errorf(int(rc), "buffered send failed")
+		}
+	case opRecv:
+		var src int
+		if src, err = source(p.peer); err == nil {
+			q.r, err = q.ce.c.Irecv(b, src, int(p.tag))
+		}
+	}
+	if err != nil {
+		q.done, q.inactive = true, true
+	}
+	return err
+}
+
+//export MPI_Start
+func MPI_Start(req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Start", &mpirc)
+	q, err := lib.req(*req)
+	if err == nil && q.persist == nil {
+		err = errorf(errRequest, "MPI_Start on a request that is not persistent")
+	}
+	if err != nil {
+		return ret("MPI_Start", err)
+	}
+	return retc(q.ce.h, "MPI_Start", start(q))
+}
+
+//export MPI_Startall
+func MPI_Startall(n C.int, reqs *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Startall", &mpirc)
+	if n < 0 {
+		return ret("MPI_Startall", errorf(errCount, "negative count %d", int(n)))
+	}
+	for _, h := range unsafe.Slice(reqs, int(n)) {
+		if rc := MPI_Start(&h); rc != errSuccess {
+			return rc
+		}
+	}
+	return errSuccess
+}
+
+// MPI_Cancel cancels a receive that nothing has matched yet; the request
+// must still be completed, and MPI_Test_cancelled on its status tells.
+// Sends are not cancelled (MPI 4 deprecates it): they complete as usual.
+//
+//export MPI_Cancel
+func MPI_Cancel(req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Cancel", &mpirc)
+	q, err := lib.req(*req)
+	if err != nil {
+		return ret("MPI_Cancel", err)
+	}
+	if q.r != nil && !q.done {
+		q.cancelAsked = true
+		q.r.Cancel()
+	}
+	return errSuccess
+}
+
+//export MPI_Test_cancelled
+func MPI_Test_cancelled(st *C.MPI_Status, flag *C.int) (mpirc C.int) {
+	defer guard("MPI_Test_cancelled", &mpirc)
+	*flag = st.count_hi_and_cancelled & 1
+	return errSuccess
+}
