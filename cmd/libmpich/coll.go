@@ -11,13 +11,39 @@ import (
 
 func isInPlace(p unsafe.Pointer) bool { return uintptr(p) == inPlace }
 
-// collBuf views count elements of dt at p.
-func collBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) ([]byte, error) {
-	n, err := bufLen(count, dt)
+// collBuf views count elements of dt at p as packed bytes, with the
+// staging copy (derived datatypes) filled: for send buffers, and receive
+// buffers that MPI_IN_PLACE also reads. unpack it after the collective.
+func collBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) (tbuf, error) {
+	t, err := typedBuf(p, count, dt)
 	if err != nil {
-		return nil, err
+		return tbuf{}, err
 	}
-	return goBytes(p, n), nil
+	t.pack()
+	return t, nil
+}
+
+// perRank is count elements of dt for each of n ranks at p (a root's or
+// an allgather's receive buffer), packed.
+func perRank(p unsafe.Pointer, n int, count C.int, dt C.MPI_Datatype) (tbuf, int, error) {
+	if count < 0 {
+		return tbuf{}, 0, errorf(errCount, "negative count %d", int(count))
+	}
+	if int64(n)*int64(count) > maxCount {
+		return tbuf{}, 0, errorf(errCount, "%d ranks of %d elements", n, int(count))
+	}
+	t, err := collBuf(p, C.int(n)*count, dt)
+	if err != nil {
+		return tbuf{}, 0, err
+	}
+	return t, len(t.b) / max(n, 1), nil
+}
+
+// vecSend is the send buffer of a vector collective (one block, any
+// datatype), packed.
+func vecSend(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) ([]byte, error) {
+	t, err := collBuf(p, count, dt)
+	return t.b, err
 }
 
 // vecArgs converts counts and displacements in elements of dt (n of each)
@@ -83,7 +109,9 @@ func MPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, c
 	if err != nil {
 		return retc(comm, "MPI_Bcast", err)
 	}
-	return retc(comm, "MPI_Bcast", ce.c.Bcast(b, int(root)))
+	err = ce.c.Bcast(b.b, int(root))
+	b.unpack(len(b.b))
+	return retc(comm, "MPI_Bcast", err)
 }
 
 //export MPI_Reduce
@@ -101,18 +129,20 @@ func MPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.
 		return retc(comm, "MPI_Reduce", err)
 	}
 	isRoot := ce.c.Rank() == int(root)
-	var send, recv []byte
+	var send, recv tbuf
 	if isRoot {
 		if recv, err = collBuf(rbuf, count, dt); err != nil {
 			return retc(comm, "MPI_Reduce", err)
 		}
 	}
 	if isRoot && isInPlace(sbuf) {
-		send = append([]byte(nil), recv...)
+		send.b = append([]byte(nil), recv.b...)
 	} else if send, err = collBuf(sbuf, count, dt); err != nil {
 		return retc(comm, "MPI_Reduce", err)
 	}
-	return retc(comm, "MPI_Reduce", ce.c.Reduce(send, recv, red, int(root)))
+	err = ce.c.Reduce(send.b, recv.b, red, int(root))
+	recv.unpack(len(recv.b))
+	return retc(comm, "MPI_Reduce", err)
 }
 
 //export MPI_Allreduce
@@ -132,9 +162,13 @@ func MPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op
 	}
 	send := recv // MPI_IN_PLACE: mplite allows recv to be send
 	if !isInPlace(sbuf) {
-		send = goBytes(sbuf, len(recv))
+		if send, err = collBuf(sbuf, count, dt); err != nil {
+			return retc(comm, "MPI_Allreduce", err)
+		}
 	}
-	return retc(comm, "MPI_Allreduce", ce.c.Allreduce(send, recv, red))
+	err = ce.c.Allreduce(send.b, recv.b, red)
+	recv.unpack(len(recv.b))
+	return retc(comm, "MPI_Allreduce", err)
 }
 
 func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm, incl bool) C.int {
@@ -150,16 +184,19 @@ func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, 
 	if err != nil {
 		return retc(comm, fn, err)
 	}
-	var send []byte
+	var send tbuf
 	if isInPlace(sbuf) {
-		send = append([]byte(nil), recv...)
-	} else {
-		send = goBytes(sbuf, len(recv))
+		send.b = append([]byte(nil), recv.b...)
+	} else if send, err = collBuf(sbuf, count, dt); err != nil {
+		return retc(comm, fn, err)
 	}
 	if incl {
-		return retc(comm, fn, ce.c.Scan(send, recv, red))
+		err = ce.c.Scan(send.b, recv.b, red)
+	} else {
+		err = ce.c.Exscan(send.b, recv.b, red)
 	}
-	return retc(comm, fn, ce.c.Exscan(send, recv, red))
+	recv.unpack(len(recv.b))
+	return retc(comm, fn, err)
 }
 
 //export MPI_Scan
@@ -187,24 +224,25 @@ func MPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	if err := checkRoot(root, n); err != nil {
 		return retc(comm, fn, err)
 	}
-	var send, recv []byte
+	var send, recv tbuf
 	if rank == int(root) {
-		m, err := bufLen(rcount, rtype)
-		if err != nil {
+		var m int
+		if recv, m, err = perRank(rbuf, n, rcount, rtype); err != nil {
 			return retc(comm, fn, err)
 		}
-		recv = goBytes(rbuf, n*m)
 		if isInPlace(sbuf) {
-			send = append([]byte(nil), recv[rank*m:][:m]...)
+			send.b = append([]byte(nil), recv.b[rank*m:][:m]...)
 		} else if send, err = collBuf(sbuf, scount, stype); err != nil {
 			return retc(comm, fn, err)
-		} else if len(send) != m {
-			return retc(comm, fn, errorf(errTruncate, "root receives %d bytes per rank, its own send is %d", m, len(send)))
+		} else if len(send.b) != m {
+			return retc(comm, fn, errorf(errTruncate, "root receives %d bytes per rank, its own send is %d", m, len(send.b)))
 		}
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Gather(send, recv, int(root)))
+	err = ce.c.Gather(send.b, recv.b, int(root))
+	recv.unpack(len(recv.b))
+	return retc(comm, fn, err)
 }
 
 //export MPI_Gatherv
@@ -229,10 +267,10 @@ func MPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 		recv = goBytes(rbuf, extent(cs, ds))
 		if isInPlace(sbuf) {
 			send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
-		} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+		} else if send, err = vecSend(sbuf, scount, stype); err != nil {
 			return retc(comm, fn, err)
 		}
-	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+	} else if send, err = vecSend(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
 	return retc(comm, fn, ce.c.Gatherv(send, recv, cs, ds, int(root)))
@@ -251,24 +289,25 @@ func MPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	if err := checkRoot(root, n); err != nil {
 		return retc(comm, fn, err)
 	}
-	var send, recv []byte
+	var send, recv tbuf
 	if rank == int(root) {
-		m, err := bufLen(scount, stype)
-		if err != nil {
+		var m int
+		if send, m, err = perRank(sbuf, n, scount, stype); err != nil {
 			return retc(comm, fn, err)
 		}
-		send = goBytes(sbuf, n*m)
 		if isInPlace(rbuf) {
-			recv = make([]byte, m) // root's block stays where it is
+			recv.b = make([]byte, m) // root's block stays where it is
 		} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
 			return retc(comm, fn, err)
-		} else if len(recv) != m {
-			return retc(comm, fn, errorf(errTruncate, "root sends %d bytes per rank, its own receive is %d", m, len(recv)))
+		} else if len(recv.b) != m {
+			return retc(comm, fn, errorf(errTruncate, "root sends %d bytes per rank, its own receive is %d", m, len(recv.b)))
 		}
 	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Scatter(send, recv, int(root)))
+	err = ce.c.Scatter(send.b, recv.b, int(root))
+	recv.unpack(len(recv.b))
+	return retc(comm, fn, err)
 }
 
 //export MPI_Scatterv
@@ -284,7 +323,8 @@ func MPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datat
 	if err := checkRoot(root, n); err != nil {
 		return retc(comm, fn, err)
 	}
-	var send, recv []byte
+	var send []byte
+	var rt tbuf
 	var cs, ds []int
 	if rank == int(root) {
 		if cs, ds, err = vecArgs(n, scounts, displs, stype); err != nil {
@@ -292,14 +332,16 @@ func MPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datat
 		}
 		send = goBytes(sbuf, extent(cs, ds))
 		if isInPlace(rbuf) {
-			recv = make([]byte, cs[rank])
-		} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
+			rt.b = make([]byte, cs[rank])
+		} else if rt, err = collBuf(rbuf, rcount, rtype); err != nil {
 			return retc(comm, fn, err)
 		}
-	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
+	} else if rt, err = collBuf(rbuf, rcount, rtype); err != nil {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Scatterv(send, cs, ds, recv, int(root)))
+	err = ce.c.Scatterv(send, cs, ds, rt.b, int(root))
+	rt.unpack(len(rt.b))
+	return retc(comm, fn, err)
 }
 
 //export MPI_Allgather
@@ -312,20 +354,21 @@ func MPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
-	m, err := bufLen(rcount, rtype)
+	recv, m, err := perRank(rbuf, n, rcount, rtype)
 	if err != nil {
 		return retc(comm, fn, err)
 	}
-	recv := goBytes(rbuf, n*m)
-	var send []byte
+	var send tbuf
 	if isInPlace(sbuf) {
-		send = append([]byte(nil), recv[rank*m:][:m]...)
+		send.b = append([]byte(nil), recv.b[rank*m:][:m]...)
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
-	} else if len(send) != m {
-		return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, len(send)))
+	} else if len(send.b) != m {
+		return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, len(send.b)))
 	}
-	return retc(comm, fn, ce.c.Allgather(send, recv))
+	err = ce.c.Allgather(send.b, recv.b)
+	recv.unpack(len(recv.b))
+	return retc(comm, fn, err)
 }
 
 //export MPI_Allgatherv
@@ -346,7 +389,7 @@ func MPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	var send []byte
 	if isInPlace(sbuf) {
 		send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
-	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
+	} else if send, err = vecSend(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
 	return retc(comm, fn, ce.c.Allgatherv(send, recv, cs, ds))
@@ -362,25 +405,25 @@ func MPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 		return retc(comm, fn, err)
 	}
 	n := ce.c.Size()
-	m, err := bufLen(rcount, rtype)
+	recv, m, err := perRank(rbuf, n, rcount, rtype)
 	if err != nil {
 		return retc(comm, fn, err)
 	}
-	recv := goBytes(rbuf, n*m)
-	var send []byte
+	var send tbuf
 	if isInPlace(sbuf) {
-		send = append([]byte(nil), recv...)
+		send.b = append([]byte(nil), recv.b...)
 	} else {
-		sm, err := bufLen(scount, stype)
-		if err != nil {
+		var sm int
+		if send, sm, err = perRank(sbuf, n, scount, stype); err != nil {
 			return retc(comm, fn, err)
 		}
 		if sm != m {
 			return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, sm))
 		}
-		send = goBytes(sbuf, n*m)
 	}
-	return retc(comm, fn, ce.c.Alltoall(send, recv))
+	err = ce.c.Alltoall(send.b, recv.b)
+	recv.unpack(len(recv.b))
+	return retc(comm, fn, err)
 }
 
 //export MPI_Alltoallv

@@ -51,6 +51,9 @@ const (
 	keyLastUsedCode  = 0x6440000b
 	keyAppNum        = 0x6440000d
 
+	orderC       = 56 // MPI_ORDER_C
+	orderFortran = 57 // MPI_ORDER_FORTRAN
+
 	threadSingle     = 0
 	threadSerialized = 2
 
@@ -114,7 +117,9 @@ type library struct {
 	bufSize  int
 	errhs    map[int32]*errhandler // user error handlers by handle
 	nextErrh int32
-	keyvals  map[int32]*keyval // user attribute keys
+	keyvals  map[int32]*keyval    // user attribute keys
+	types    map[int32]*typeEntry // derived datatypes
+	nextType int32
 	nextKey  int32
 	attrVals unsafe.Pointer // C memory for the predefined attributes' values
 }

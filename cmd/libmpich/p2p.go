@@ -71,11 +71,16 @@ type request struct {
 
 	persist  *persistent // MPI_Send_init and friends: the operation Start repeats
 	inactive bool        // a persistent request not started, or completed
+
+	stage tbuf // a receive's buffer, unpacked at completion (derived datatypes)
 }
 
 // finish records the completion of the operation (once).
 func (q *request) finish(st mplite.Status, err error) {
 	q.done, q.st, q.err = true, st, err
+	if q.recv {
+		q.stage.unpack(st.Count)
+	}
 	if q.cancelAsked && q.r != nil {
 		q.cancelled = q.r.Cancelled()
 	}
@@ -203,22 +208,27 @@ func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, t
 	if err != nil || dest == procNull {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Send(b, int(dest), int(tag)))
+	return retc(comm, fn, ce.c.Send(b.b, int(dest), int(tag)))
 }
 
-func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, []byte, error) {
+// p2pArgs checks a point-to-point call's arguments and views its buffer;
+// a send's staging copy (derived datatypes) is filled.
+func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, tbuf, error) {
 	ce, err := lib.comm(comm)
 	if err != nil {
-		return nil, nil, err
+		return nil, tbuf{}, err
 	}
-	n, err := bufLen(count, dt)
+	t, err := typedBuf(buf, count, dt)
 	if err != nil {
-		return nil, nil, err
+		return nil, tbuf{}, err
 	}
 	if err := checkTag(tag, wild); err != nil {
-		return nil, nil, err
+		return nil, tbuf{}, err
 	}
-	return ce, goBytes(buf, n), nil
+	if !wild {
+		t.pack()
+	}
+	return ce, t, nil
 }
 
 //export MPI_Send
@@ -240,7 +250,7 @@ func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 	if err != nil || dest == procNull {
 		return retc(comm, "MPI_Ssend", err)
 	}
-	return retc(comm, "MPI_Ssend", ce.c.Ssend(b, int(dest), int(tag)))
+	return retc(comm, "MPI_Ssend", ce.c.Ssend(b.b, int(dest), int(tag)))
 }
 
 //export MPI_Bsend
@@ -252,7 +262,7 @@ func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 	}
 	// A buffered send must not wait for the receiver: copy and Isend; the
 	// copies are completed by MPI_Buffer_detach or MPI_Finalize.
-	cp := append([]byte(nil), b...)
+	cp := append([]byte(nil), b.b...)
 	r, err := ce.c.Isend(cp, int(dest), int(tag))
 	if err != nil {
 		return retc(comm, "MPI_Bsend", err)
@@ -288,7 +298,8 @@ func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int
 		return retc(comm, "MPI_Recv", err)
 	}
 	q := &request{ce: ce, recv: true}
-	q.finish(ce.c.Recv(b, s, int(tag)))
+	q.finish(ce.c.Recv(b.b, s, int(tag)))
+	b.unpack(q.st.Count)
 	q.status(st)
 	return retc(comm, "MPI_Recv", q.err)
 }
@@ -322,7 +333,8 @@ func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest,
 		return send("MPI_Sendrecv", sbuf, scount, stype, dest, stag, comm)
 	}
 	q := &request{ce: ce, recv: true}
-	q.finish(ce.c.Sendrecv(sb, int(dest), int(stag), rb, s, int(rtag)))
+	q.finish(ce.c.Sendrecv(sb.b, int(dest), int(stag), rb.b, s, int(rtag)))
+	rb.unpack(q.st.Count)
 	q.status(st)
 	return retc(comm, "MPI_Sendrecv", q.err)
 }
@@ -350,7 +362,7 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 	q.ce = ce
 	if dest == procNull {
 		q.procNull, q.done = true, true
-	} else if q.r, err = start(ce.c, b, int(dest), int(tag)); err != nil {
+	} else if q.r, err = start(ce.c, b.b, int(dest), int(tag)); err != nil {
 		lib.drop(q)
 		return retc(comm, fn, err)
 	}
@@ -371,10 +383,10 @@ func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 		}
 	}
 	q := lib.newReq()
-	q.ce, q.recv = ce, true
+	q.ce, q.recv, q.stage = ce, true, b
 	if src == procNull {
 		q.procNull, q.done = true, true
-	} else if q.r, err = ce.c.Irecv(b, s, int(tag)); err != nil {
+	} else if q.r, err = ce.c.Irecv(b.b, s, int(tag)); err != nil {
 		lib.drop(q)
 		return retc(comm, "MPI_Irecv", err)
 	}

@@ -115,12 +115,31 @@ func MPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (m
 func MPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, stag, src, rtag C.int,
 	comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Sendrecv_replace", &mpirc)
-	n, err := bufLen(count, dt)
+	ce, t, err := p2pArgs(buf, count, dt, stag, false, comm)
+	if err == nil {
+		err = checkTag(rtag, true)
+	}
 	if err != nil {
 		return retc(comm, "MPI_Sendrecv_replace", err)
 	}
-	tmp := cMalloc(n)
-	defer cFree(tmp)
-	copy(goBytes(tmp, n), goBytes(buf, n))
-	return MPI_Sendrecv(tmp, count, dt, dest, stag, buf, count, dt, src, rtag, comm, st)
+	switch {
+	case dest == procNull && src == procNull:
+		emptyStatus(st, procNull)
+		return errSuccess
+	case dest == procNull:
+		return MPI_Recv(buf, count, dt, src, rtag, comm, st)
+	case src == procNull:
+		emptyStatus(st, procNull)
+		return send("MPI_Sendrecv_replace", buf, count, dt, dest, stag, comm)
+	}
+	s, err := source(src)
+	if err != nil {
+		return retc(comm, "MPI_Sendrecv_replace", err)
+	}
+	out := append([]byte(nil), t.b...)
+	q := &request{ce: ce, recv: true}
+	q.finish(ce.c.Sendrecv(out, int(dest), int(stag), t.b, s, int(rtag)))
+	t.unpack(q.st.Count)
+	q.status(st)
+	return retc(comm, "MPI_Sendrecv_replace", q.err)
 }

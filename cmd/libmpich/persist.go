@@ -89,16 +89,21 @@ func start(q *request) error {
 	if !q.inactive {
 		return errorf(errRequest, "MPI_Start on a request already active")
 	}
-	b := goBytes(p.buf, 0)
-	if n, err := bufLen(p.count, p.dt); err == nil {
-		b = goBytes(p.buf, n)
+	t, err := typedBuf(p.buf, p.count, p.dt)
+	if err != nil {
+		return err
 	}
+	if p.kind == opRecv {
+		q.stage = t
+	} else {
+		t.pack()
+	}
+	b := t.b
 	q.done, q.inactive, q.err, q.st, q.procNull = false, false, nil, mplite.Status{}, false
 	if p.peer == procNull {
 		q.procNull, q.done = true, true
 		return nil
 	}
-	var err error
 	switch p.kind {
 	case opSend:
 		q.r, err = q.ce.c.Isend(b, int(p.peer), int(p.tag))

@@ -100,16 +100,18 @@ var kinds = map[uint32]int{
 
 // MPI_Op handles of MPICH's mpi.h.
 const (
-	opMax  = 0x58000001
-	opMin  = 0x58000002
-	opSum  = 0x58000003
-	opProd = 0x58000004
-	opLand = 0x58000005
-	opBand = 0x58000006
-	opLor  = 0x58000007
-	opBor  = 0x58000008
-	opLxor = 0x58000009
-	opBxor = 0x5800000a
+	opMax    = 0x58000001
+	opMin    = 0x58000002
+	opSum    = 0x58000003
+	opProd   = 0x58000004
+	opLand   = 0x58000005
+	opBand   = 0x58000006
+	opLor    = 0x58000007
+	opBor    = 0x58000008
+	opLxor   = 0x58000009
+	opBxor   = 0x5800000a
+	opMinloc = 0x5800000b
+	opMaxloc = 0x5800000c
 )
 
 type integer interface {
@@ -166,6 +168,14 @@ func intOp[T integer](op C.MPI_Op) (mplite.Reducer, bool) {
 // reducer returns the byte-level reducer of a predefined operation on a
 // predefined datatype.
 func reducer(op C.MPI_Op, dt C.MPI_Datatype) (mplite.Reducer, error) {
+	if op == opMinloc || op == opMaxloc {
+		return pairReducer(op, dt)
+	}
+	if !isBuiltin(dt) {
+		// The predefined operations are defined on predefined types only
+		// (MPICH refuses the rest as we do).
+		return mplite.Reducer{}, errorf(errOp, "operation %#x is not defined for derived datatype %#x", uint32(op), uint32(dt))
+	}
 	if _, err := typeSize(dt); err != nil {
 		return mplite.Reducer{}, err
 	}
@@ -211,26 +221,29 @@ const maxCount = math.MaxInt32
 //export MPI_Type_size
 func MPI_Type_size(dt C.MPI_Datatype, size *C.int) (mpirc C.int) {
 	defer guard("MPI_Type_size", &mpirc)
-	n, err := typeSize(dt)
+	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Type_size", err)
 	}
-	*size = C.int(n)
+	*size = C.int(l.size)
 	return errSuccess
 }
 
 //export MPI_Get_count
 func MPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_count", &mpirc)
-	n, err := typeSize(dt)
+	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Get_count", err)
 	}
+	n := l.size
 	bytes := statusCount(st)
-	if bytes%int64(n) != 0 || bytes/int64(n) > maxCount {
+	if n == 0 {
+		*count = 0
+	} else if bytes%n != 0 || bytes/n > maxCount {
 		*count = undefined
 	} else {
-		*count = C.int(bytes / int64(n))
+		*count = C.int(bytes / n)
 	}
 	return errSuccess
 }

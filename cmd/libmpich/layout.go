@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// layout is the type map of one element of a datatype, flattened: the
+// contiguous runs of data in type-map order (adjacent runs merged), with
+// the bounds MPI defines. A predefined datatype is one run. Derived
+// datatypes are built from these by the MPI_Type_* constructors.
+type layout struct {
+	runs     []run
+	size     int64  // data bytes per element
+	lb, ub   int64  // bounds: the extent (ub - lb) is the stride between elements
+	tlb, tub int64  // true bounds: the first and past-the-last byte touched
+	basic    uint32 // the one predefined type the data is made of, 0 if mixed
+	align    int64  // the largest alignment of its basic types (struct padding)
+}
+
+type run struct{ off, n int64 }
+
+func (l *layout) extent() int64 { return l.ub - l.lb }
+
+// contiguous reports whether count elements at an address are the bytes
+// from that address on: one run at offset 0 as long as the extent.
+func (l *layout) contiguous() bool {
+	return len(l.runs) == 1 && l.runs[0].off == 0 && l.runs[0].n == l.extent() && l.lb == 0
+}
+
+// basicLayout is the layout of a predefined datatype of size n.
+func basicLayout(h uint32, n int64) *layout {
+	return &layout{runs: []run{{0, n}}, size: n, ub: n, tub: n, basic: h, align: min(n, 8)}
+}
+
+// builder accumulates copies of layouts placed at displacements.
+type builder struct {
+	l     layout
+	first bool
+	basic uint32
+	mixed bool
+}
+
+func newBuilder() *builder { return &builder{first: true} }
+
+// place appends one copy of old at byte displacement d.
+func (b *builder) place(old *layout, d int64) {
+	for _, r := range old.runs {
+		off := d + r.off
+		if k := len(b.l.runs); k > 0 && b.l.runs[k-1].off+b.l.runs[k-1].n == off {
+			b.l.runs[k-1].n += r.n
+		} else {
+			b.l.runs = append(b.l.runs, run{off, r.n})
+		}
+	}
+	b.l.size += old.size
+	lb, ub, tlb, tub := d+old.lb, d+old.ub, d+old.tlb, d+old.tub
+	if b.first {
+		b.l.lb, b.l.ub, b.l.tlb, b.l.tub = lb, ub, tlb, tub
+		b.first = false
+		b.basic = old.basic
+	} else {
+		b.l.lb, b.l.ub = min(b.l.lb, lb), max(b.l.ub, ub)
+		b.l.tlb, b.l.tub = min(b.l.tlb, tlb), max(b.l.tub, tub)
+		if old.basic != b.basic {
+			b.mixed = true
+		}
+	}
+	if old.basic == 0 {
+		b.mixed = true
+	}
+	b.l.align = max(b.l.align, old.align)
+}
+
+// done returns the layout (an empty one has bounds 0).
+func (b *builder) done() *layout {
+	l := b.l
+	if !b.mixed {
+		l.basic = b.basic
+	}
+	if b.first {
+		l.basic = 0
+	}
+	return &l
+}
+
+// maxRuns bounds a flattened layout, so that a hostile or mistaken count
+// cannot make the library allocate without limit.
+const maxRuns = 1 << 24
+
+func checkRuns(n int64) error {
+	if n > maxRuns {
+		return errorf(errArg, "datatype of %d runs: more than %d", n, maxRuns)
+	}
+	return nil
+}
+
+// hvector places count blocks of blocklen elements of old, stride bytes
+// apart (MPI_Type_create_hvector; vector and contiguous are made of it).
+func hvector(count, blocklen int64, stride int64, old *layout) (*layout, error) {
+	if count < 0 || blocklen < 0 {
+		return nil, errorf(errCount, "negative count %d or block length %d", count, blocklen)
+	}
+	if err := checkRuns(count * blocklen * int64(len(old.runs))); err != nil {
+		return nil, err
+	}
+	b := newBuilder()
+	for i := int64(0); i < count; i++ {
+		for j := int64(0); j < blocklen; j++ {
+			b.place(old, i*stride+j*old.extent())
+		}
+	}
+	return b.done(), nil
+}
+
+// hindexed places blocks of lens[i] elements of old at byte displacements
+// disps[i] (indexed and indexed_block are made of it).
+func hindexed(lens []int64, disps []int64, old *layout) (*layout, error) {
+	var total int64
+	for _, n := range lens {
+		if n < 0 {
+			return nil, errorf(errCount, "negative block length %d", n)
+		}
+		total += n
+	}
+	if err := checkRuns(total * int64(len(old.runs))); err != nil {
+		return nil, err
+	}
+	b := newBuilder()
+	for i, n := range lens {
+		for j := int64(0); j < n; j++ {
+			b.place(old, disps[i]+j*old.extent())
+		}
+	}
+	return b.done(), nil
+}
+
+// structOf places lens[i] elements of olds[i] at byte displacements
+// disps[i], and pads the extent to the largest alignment of the basic
+// types, as C lays out a struct (and as MPICH does).
+func structOf(lens []int64, disps []int64, olds []*layout) (*layout, error) {
+	var total int64
+	for i, n := range lens {
+		if n < 0 {
+			return nil, errorf(errCount, "negative block length %d", n)
+		}
+		total += n * int64(len(olds[i].runs))
+	}
+	if err := checkRuns(total); err != nil {
+		return nil, err
+	}
+	b := newBuilder()
+	for i, n := range lens {
+		for j := int64(0); j < n; j++ {
+			b.place(olds[i], disps[i]+j*olds[i].extent())
+		}
+	}
+	l := b.done()
+	if a := l.align; a > 1 {
+		if ext := l.extent(); ext%a != 0 {
+			l.ub += a - ext%a
+		}
+	}
+	return l, nil
+}
+
+// resized gives old new bounds (MPI_Type_create_resized).
+func resized(old *layout, lb, extent int64) *layout {
+	l := *old
+	l.runs = old.runs
+	l.lb, l.ub = lb, lb+extent
+	return &l
+}
+
+// subarray is the layout of a subarray of an n-dimensional array of old
+// (MPI_Type_create_subarray), in C (row-major) or Fortran order.
+func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layout, error) {
+	n := len(sizes)
+	if n == 0 || len(subsizes) != n || len(starts) != n {
+		return nil, errorf(errArg, "subarray of %d dimensions", n)
+	}
+	dims := make([]int, n) // fastest-varying last
+	for i := range dims {
+		dims[i] = i
+		if fortran {
+			dims[i] = n - 1 - i
+		}
+	}
+	total := int64(1)
+	for i := range sizes {
+		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i]+subsizes[i] > sizes[i] {
+			return nil, errorf(errArg, "dimension %d: size %d, subsize %d, start %d", i, sizes[i], subsizes[i], starts[i])
+		}
+		total *= subsizes[i]
+	}
+	if err := checkRuns(total * int64(len(old.runs))); err != nil {
+		return nil, err
+	}
+	// stride in elements of each dimension
+	stride := make([]int64, n)
+	s := int64(1)
+	for k := n - 1; k >= 0; k-- {
+		stride[dims[k]] = s
+		s *= sizes[dims[k]]
+	}
+	b := newBuilder()
+	idx := make([]int64, n)
+	for {
+		var e int64
+		for i := range idx {
+			e += (starts[i] + idx[i]) * stride[i]
+		}
+		b.place(old, e*old.extent())
+		k := n - 1
+		for ; k >= 0; k-- {
+			d := dims[k]
+			idx[d]++
+			if idx[d] < subsizes[d] {
+				break
+			}
+			idx[d] = 0
+		}
+		if k < 0 {
+			break
+		}
+	}
+	l := b.done()
+	l.lb, l.ub = 0, s*old.extent() // the whole array
+	return l, nil
+}
+
+// pack copies count elements laid out by l at src (C memory) into dst,
+// which holds count*l.size bytes, and returns the bytes copied.
+func (l *layout) pack(dst []byte, src unsafe.Pointer, count int) int {
+	k := 0
+	for e := 0; e < count; e++ {
+		base := int64(e) * l.extent()
+		for _, r := range l.runs {
+			k += copy(dst[k:], unsafe.Slice((*byte)(unsafe.Add(src, base+r.off)), r.n))
+		}
+	}
+	return k
+}
+
+// unpack copies the packed src into count elements laid out by l at dst,
+// stopping when src runs out (a short message), and returns the bytes
+// copied.
+func (l *layout) unpack(dst unsafe.Pointer, src []byte, count int) int {
+	k := 0
+	for e := 0; e < count && k < len(src); e++ {
+		base := int64(e) * l.extent()
+		for _, r := range l.runs {
+			if k >= len(src) {
+				break
+			}
+			k += copy(unsafe.Slice((*byte)(unsafe.Add(dst, base+r.off)), r.n), src[k:])
+		}
+	}
+	return k
+}
+
+func (l *layout) String() string {
+	return fmt.Sprintf("layout{size %d, lb %d, ub %d, true %d..%d, %d runs}", l.size, l.lb, l.ub, l.tlb, l.tub, len(l.runs))
+}

@@ -1,0 +1,207 @@
+/* dtype.c: derived datatypes and the pair types. Constructors, extents
+ * and sizes, Pack/Unpack, Get_elements and Get_count, and communication
+ * with them: a vector halo exchange, indexed, struct and subarray
+ * messages, nonblocking receives into derived types, collectives
+ * (Bcast, Gather, Allgather, Alltoall, Allreduce over a derived type of
+ * doubles), MINLOC/MAXLOC on MPI_DOUBLE_INT and MPI_2INT. Every result
+ * line starts with D<rank>; the test compares them with MPICH's. */
+#include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static int rank, size;
+#define OUT(...) do { char l_[1024]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("D%d %s\n", rank, l_); fflush(stdout); } while (0)
+
+struct particle {
+	double x[3];
+	int id;
+	char tag;
+};
+
+#define N 6
+
+int main(int argc, char **argv) {
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	char lv[MPI_MAX_LIBRARY_VERSION_STRING];
+	int lvn;
+	MPI_Get_library_version(lv, &lvn);
+	printf("V%d %.40s\n", rank, lv);
+	int left = (rank + size - 1) % size, right = (rank + 1) % size;
+	MPI_Aint lb, ext;
+	int sz;
+
+	/* a column of an N x N grid: vector, halo exchange with both neighbours */
+	double grid[N][N];
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < N; j++)
+			grid[i][j] = rank * 100 + i * 10 + j;
+	MPI_Datatype col;
+	MPI_Type_vector(N, 1, N, MPI_DOUBLE, &col);
+	MPI_Type_commit(&col);
+	MPI_Type_size(col, &sz);
+	MPI_Type_get_extent(col, &lb, &ext);
+	OUT("vector: size %d lb %ld extent %ld", sz, (long)lb, (long)ext);
+	MPI_Type_get_true_extent(col, &lb, &ext);
+	OUT("vector: true lb %ld true extent %ld", (long)lb, (long)ext);
+	MPI_Status st;
+	MPI_Sendrecv(&grid[0][N - 2], 1, col, right, 0, &grid[0][0], 1, col, left, 0, MPI_COMM_WORLD, &st);
+	int cnt, el;
+	MPI_Get_count(&st, col, &cnt);
+	MPI_Get_elements(&st, col, &el);
+	OUT("halo: column 0 = %g %g %g %g %g %g; count %d elements %d", grid[0][0], grid[1][0], grid[2][0], grid[3][0], grid[4][0],
+	    grid[5][0], cnt, el);
+
+	/* indexed: the upper triangle of a matrix */
+	int lens[N], disps[N];
+	for (int i = 0; i < N; i++) {
+		lens[i] = N - i;
+		disps[i] = i * N + i;
+	}
+	MPI_Datatype upper;
+	MPI_Type_indexed(N, lens, disps, MPI_DOUBLE, &upper);
+	MPI_Type_commit(&upper);
+	double m[N][N], m2[N][N];
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < N; j++) {
+			m[i][j] = rank + i + j * 0.5;
+			m2[i][j] = -1;
+		}
+	MPI_Request rq;
+	MPI_Irecv(m2, 1, upper, left, 1, MPI_COMM_WORLD, &rq);
+	MPI_Send(m, 1, upper, right, 1, MPI_COMM_WORLD);
+	MPI_Wait(&rq, &st);
+	double tri = 0;
+	int untouched = 0;
+	for (int i = 0; i < N; i++)
+		for (int j = 0; j < N; j++) {
+			if (j >= i)
+				tri += m2[i][j];
+			else if (m2[i][j] == -1)
+				untouched++;
+		}
+	MPI_Type_size(upper, &sz);
+	OUT("indexed (Irecv): sum %g, lower triangle untouched %d, size %d", tri, untouched, sz);
+
+	/* struct, resized to the C struct, broadcast from the last rank */
+	struct particle p[3];
+	int blens[3] = {3, 1, 1};
+	MPI_Aint pdisp[3] = {offsetof(struct particle, x), offsetof(struct particle, id), offsetof(struct particle, tag)};
+	MPI_Datatype ptypes[3] = {MPI_DOUBLE, MPI_INT, MPI_CHAR}, ptype0, ptype;
+	MPI_Type_create_struct(3, blens, pdisp, ptypes, &ptype0);
+	MPI_Type_get_extent(ptype0, &lb, &ext);
+	OUT("struct: extent %ld (C says %zu)", (long)ext, sizeof(struct particle));
+	MPI_Type_create_resized(ptype0, 0, sizeof(struct particle), &ptype);
+	MPI_Type_commit(&ptype);
+	memset(p, 0, sizeof p);
+	if (rank == size - 1)
+		for (int i = 0; i < 3; i++) {
+			p[i].x[0] = i;
+			p[i].x[1] = i * 2.5;
+			p[i].x[2] = -i;
+			p[i].id = 40 + i;
+			p[i].tag = 'a' + i;
+		}
+	MPI_Bcast(p, 3, ptype, size - 1, MPI_COMM_WORLD);
+	OUT("struct Bcast: %g %g %g %d %c | %g %d %c", p[2].x[0], p[2].x[1], p[2].x[2], p[2].id, p[2].tag, p[1].x[1], p[1].id, p[0].tag);
+
+	/* Pack and Unpack */
+	char packed[1024];
+	int pos = 0, psize;
+	MPI_Pack_size(2, ptype, MPI_COMM_WORLD, &psize);
+	MPI_Pack(p, 2, ptype, packed, sizeof packed, &pos, MPI_COMM_WORLD);
+	MPI_Pack(&grid[0][0], 1, col, packed, sizeof packed, &pos, MPI_COMM_WORLD);
+	struct particle q[2];
+	double c2[N][N];
+	int upos = 0;
+	MPI_Unpack(packed, pos, &upos, q, 2, ptype, MPI_COMM_WORLD);
+	MPI_Unpack(packed, pos, &upos, c2, 1, col, MPI_COMM_WORLD);
+	OUT("Pack: size bound ok %d, packed %d, unpacked %d: %g %d %c, %g %g", psize >= 2 * (24 + 4 + 1), pos, upos, q[1].x[1], q[1].id,
+	    q[1].tag, c2[1][0], c2[5][0]);
+
+	/* subarray: the 2x3 block at (1,2) of a 4x6 array, to the next rank */
+	int sizes[2] = {4, 6}, subs[2] = {2, 3}, starts[2] = {1, 2};
+	MPI_Datatype sub;
+	MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_INT, &sub);
+	MPI_Type_commit(&sub);
+	int a[4][6], b[4][6];
+	for (int i = 0; i < 4; i++)
+		for (int j = 0; j < 6; j++) {
+			a[i][j] = rank * 1000 + i * 10 + j;
+			b[i][j] = 0;
+		}
+	MPI_Sendrecv(a, 1, sub, right, 2, b, 1, sub, left, 2, MPI_COMM_WORLD, &st);
+	MPI_Type_get_extent(sub, &lb, &ext);
+	OUT("subarray: %d %d %d / %d %d %d, corners %d %d, extent %ld", b[1][2], b[1][3], b[1][4], b[2][2], b[2][3], b[2][4], b[0][0], b[3][5],
+	    (long)ext);
+
+	/* collectives: vectors in Allgather and Gather, contiguous in Alltoall
+	 * (predefined reduction operations take predefined types only) */
+	MPI_Datatype pair, trip;
+	MPI_Type_contiguous(2, MPI_DOUBLE, &pair);
+	MPI_Type_commit(&pair);
+	int rc;
+	double v[6], r[6];
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	rc = MPI_Allreduce(v, r, 3, pair, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Error_class(rc, &rc);
+	OUT("MPI_SUM on a derived type refused: %d", rc == MPI_ERR_OP);
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+	MPI_Type_vector(3, 1, 2, MPI_INT, &trip);
+	MPI_Type_commit(&trip);
+	int mine[6] = {rank, -1, rank * 2, -1, rank * 3, -1}, all[64];
+	MPI_Allgather(mine, 1, trip, all, 3, MPI_INT, MPI_COMM_WORLD);
+	OUT("Allgather from a vector: %d %d %d %d %d %d", all[0], all[1], all[2], all[3], all[4], all[5]);
+	int gathered[128];
+	memset(gathered, 0, sizeof gathered);
+	MPI_Gather(mine, 3, MPI_INT, gathered, 1, trip, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		OUT("Gather into vectors: %d %d %d %d %d %d %d", gathered[0], gathered[1], gathered[2], gathered[3], gathered[4], gathered[5],
+		    gathered[6]);
+	int at[64], ar[64];
+	for (int i = 0; i < 2 * size; i++)
+		at[i] = rank * 100 + i;
+	MPI_Datatype two;
+	MPI_Type_contiguous(2, MPI_INT, &two);
+	MPI_Type_commit(&two);
+	MPI_Alltoall(at, 1, two, ar, 2, MPI_INT, MPI_COMM_WORLD);
+	OUT("Alltoall: %d %d %d %d", ar[0], ar[1], ar[2 * size - 2], ar[2 * size - 1]);
+
+	/* MINLOC and MAXLOC */
+	struct {
+		double v;
+		int i;
+	} dv = {(rank % 2) ? rank * 1.5 : -rank, rank}, dmin, dmax;
+	MPI_Allreduce(&dv, &dmin, 1, MPI_DOUBLE_INT, MPI_MINLOC, MPI_COMM_WORLD);
+	MPI_Allreduce(&dv, &dmax, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+	int iv[4] = {rank % 2, rank, size - rank, rank}, imax[4];
+	MPI_Reduce(iv, imax, 2, MPI_2INT, MPI_MAXLOC, 0, MPI_COMM_WORLD);
+	OUT("MINLOC %g at %d, MAXLOC %g at %d", dmin.v, dmin.i, dmax.v, dmax.i);
+	if (rank == 0)
+		OUT("2INT MAXLOC: %d at %d, %d at %d", imax[0], imax[1], imax[2], imax[3]);
+
+	/* dup, free, get_elements on a partial message */
+	MPI_Datatype cdup;
+	MPI_Type_dup(col, &cdup);
+	MPI_Type_size(cdup, &sz);
+	MPI_Type_free(&cdup);
+	OUT("dup size %d, freed null %d", sz, cdup == MPI_DATATYPE_NULL);
+	double part[4] = {1, 2, 3, 4}, recvd[N][N];
+	MPI_Sendrecv(part, 4, MPI_DOUBLE, right, 3, recvd, 1, col, left, 3, MPI_COMM_WORLD, &st);
+	MPI_Get_count(&st, col, &cnt);
+	MPI_Get_elements(&st, col, &el);
+	OUT("partial: count undefined %d, elements %d, got %g %g", cnt == MPI_UNDEFINED, el, recvd[0][0], recvd[3][0]);
+
+	MPI_Type_free(&col);
+	MPI_Type_free(&upper);
+	MPI_Type_free(&ptype0);
+	MPI_Type_free(&ptype);
+	MPI_Type_free(&sub);
+	MPI_Type_free(&pair);
+	MPI_Type_free(&trip);
+	MPI_Type_free(&two);
+	MPI_Finalize();
+	return 0;
+}
