@@ -51,6 +51,8 @@ const (
 	keyLastUsedCode  = 0x6440000b
 	keyAppNum        = 0x6440000d
 
+	commTypeShared = 1 // MPI_COMM_TYPE_SHARED
+
 	orderC       = 56 // MPI_ORDER_C
 	orderFortran = 57 // MPI_ORDER_FORTRAN
 
@@ -80,6 +82,9 @@ const (
 	errInStatus = 17
 	errPending  = 18
 	errRequest  = 19
+	errGroup    = 8
+	errTopology = 10
+	errDims     = 11
 )
 
 var errText = map[int]string{
@@ -106,22 +111,24 @@ var errText = map[int]string{
 // process-wide state by nature (MPI_COMM_WORLD is a constant), so this is the
 // one package-level variable; every field is guarded by mu.
 type library struct {
-	mu       sync.Mutex
-	state    int // 0 before MPI_Init, 1 initialized, 2 finalized
-	world    *mplite.Comm
-	comms    map[int32]*commEntry
-	nextComm int32
-	reqs     reqTable
-	bsends   []*mplite.Request // buffered sends not yet complete
-	bufAddr  uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
-	bufSize  int
-	errhs    map[int32]*errhandler // user error handlers by handle
-	nextErrh int32
-	keyvals  map[int32]*keyval    // user attribute keys
-	types    map[int32]*typeEntry // derived datatypes
-	nextType int32
-	nextKey  int32
-	attrVals unsafe.Pointer // C memory for the predefined attributes' values
+	mu        sync.Mutex
+	state     int // 0 before MPI_Init, 1 initialized, 2 finalized
+	world     *mplite.Comm
+	comms     map[int32]*commEntry
+	nextComm  int32
+	reqs      reqTable
+	bsends    []*mplite.Request // buffered sends not yet complete
+	bufAddr   uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
+	bufSize   int
+	errhs     map[int32]*errhandler // user error handlers by handle
+	nextErrh  int32
+	keyvals   map[int32]*keyval    // user attribute keys
+	types     map[int32]*typeEntry // derived datatypes
+	groups    map[int32][]int      // groups: world ranks in group order
+	nextGroup int32
+	nextType  int32
+	nextKey   int32
+	attrVals  unsafe.Pointer // C memory for the predefined attributes' values
 }
 
 var lib = &library{}
@@ -175,6 +182,7 @@ type commEntry struct {
 	freeable bool
 	eh       int32          // error handler: errorsAreFatal, errorsReturn, errorsAbort or a user one
 	attrs    map[int32]attr // user attributes by keyval
+	cart     *cart          // a Cartesian topology, or nil
 }
 
 // newCommEntry makes the entry of a communicator derived from parent (nil
