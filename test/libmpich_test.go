@@ -107,7 +107,7 @@ func TestLibmpich(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDT")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDG")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -129,7 +129,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDT")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDG")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}

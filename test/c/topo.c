@@ -2,12 +2,12 @@
  * difference, translate_ranks, compare), communicators from groups
  * (Comm_create, Comm_compare), and Cartesian topologies (Dims_create,
  * Cart_create, coords, rank, shift, sub, get, Topo_test). Every result
- * line starts with T<rank>; the test compares them with MPICH's. */
+ * line starts with G<rank>; the test compares them with MPICH's. */
 #include <mpi.h>
 #include <stdio.h>
 
 static int rank, size;
-#define OUT(...) do { char l_[1024]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("T%d %s\n", rank, l_); fflush(stdout); } while (0)
+#define OUT(...) do { char l_[1024]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("G%d %s\n", rank, l_); fflush(stdout); } while (0)
 
 int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
