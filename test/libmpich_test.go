@@ -82,7 +82,8 @@ func resultLines(out string, prefixes string) []string {
 // attr.c attributes, error handlers, NULL arguments, Waitsome, Testsome,
 // Sendrecv_replace and Request_get_status, persist.c persistent requests
 // and MPI_Cancel, dtype.c derived datatypes and the pair types, topo.c
-// groups and Cartesian topologies; fatal.c an error under the
+// groups and Cartesian topologies, ops.c user operations and the
+// reduce-scatters; fatal.c an error under the
 // default handler, which must end the job on both libraries.
 // MPI_Ssend must not return before the delayed receive was posted (see
 // checkSsendTimes).
@@ -92,8 +93,8 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "fatal"}
-	compared := progs[:6] // fatal is checked on its own
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "fatal"}
+	compared := progs[:7] // fatal is checked on its own
 	for _, p := range progs {
 		cmd := exec.Command("mpicc.mpich", "-O1", "-o", filepath.Join(dir, p), filepath.Join("c", p+".c"))
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -107,7 +108,7 @@ func TestLibmpich(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDG")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGO")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -129,7 +130,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDG")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGO")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}

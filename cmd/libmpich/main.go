@@ -125,6 +125,8 @@ type library struct {
 	keyvals   map[int32]*keyval    // user attribute keys
 	types     map[int32]*typeEntry // derived datatypes
 	groups    map[int32][]int      // groups: world ranks in group order
+	ops       map[int32]*userOp    // user reduction operations
+	nextOp    int32
 	nextGroup int32
 	nextType  int32
 	nextKey   int32

@@ -201,10 +201,7 @@ int MPI_Neighbor_alltoallw() { return ethervia_unimplemented("MPI_Neighbor_allto
 int MPI_Neighbor_alltoallw_c() { return ethervia_unimplemented("MPI_Neighbor_alltoallw_c", 15); }
 int MPI_Neighbor_alltoallw_init() { return ethervia_unimplemented("MPI_Neighbor_alltoallw_init", 15); }
 int MPI_Neighbor_alltoallw_init_c() { return ethervia_unimplemented("MPI_Neighbor_alltoallw_init_c", 15); }
-int MPI_Op_commutative() { return ethervia_unimplemented("MPI_Op_commutative", 15); }
-int MPI_Op_create() { return ethervia_unimplemented("MPI_Op_create", 15); }
 int MPI_Op_create_c() { return ethervia_unimplemented("MPI_Op_create_c", 15); }
-int MPI_Op_free() { return ethervia_unimplemented("MPI_Op_free", 15); }
 int MPI_Open_port() { return ethervia_unimplemented("MPI_Open_port", 15); }
 int MPI_Pack_c() { return ethervia_unimplemented("MPI_Pack_c", 15); }
 int MPI_Pack_external() { return ethervia_unimplemented("MPI_Pack_external", 15); }
@@ -229,10 +226,7 @@ int MPI_Recv_init_c() { return ethervia_unimplemented("MPI_Recv_init_c", 15); }
 int MPI_Reduce_c() { return ethervia_unimplemented("MPI_Reduce_c", 15); }
 int MPI_Reduce_init() { return ethervia_unimplemented("MPI_Reduce_init", 15); }
 int MPI_Reduce_init_c() { return ethervia_unimplemented("MPI_Reduce_init_c", 15); }
-int MPI_Reduce_local() { return ethervia_unimplemented("MPI_Reduce_local", 15); }
 int MPI_Reduce_local_c() { return ethervia_unimplemented("MPI_Reduce_local_c", 15); }
-int MPI_Reduce_scatter() { return ethervia_unimplemented("MPI_Reduce_scatter", 15); }
-int MPI_Reduce_scatter_block() { return ethervia_unimplemented("MPI_Reduce_scatter_block", 15); }
 int MPI_Reduce_scatter_block_c() { return ethervia_unimplemented("MPI_Reduce_scatter_block_c", 15); }
 int MPI_Reduce_scatter_block_init() { return ethervia_unimplemented("MPI_Reduce_scatter_block_init", 15); }
 int MPI_Reduce_scatter_block_init_c() { return ethervia_unimplemented("MPI_Reduce_scatter_block_init_c", 15); }

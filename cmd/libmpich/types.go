@@ -112,6 +112,7 @@ const (
 	opBxor   = 0x5800000a
 	opMinloc = 0x5800000b
 	opMaxloc = 0x5800000c
+	opNull   = 0x18000000 // MPI_OP_NULL
 )
 
 type integer interface {
@@ -170,6 +171,15 @@ func intOp[T integer](op C.MPI_Op) (mplite.Reducer, bool) {
 func reducer(op C.MPI_Op, dt C.MPI_Datatype) (mplite.Reducer, error) {
 	if op == opMinloc || op == opMaxloc {
 		return pairReducer(op, dt)
+	}
+	if uint32(op)&0xff000000 != 0x58000000 {
+		lib.mu.Lock()
+		u := lib.ops[int32(op)]
+		lib.mu.Unlock()
+		if u == nil {
+			return mplite.Reducer{}, errorf(errOp, "invalid operation %#x", uint32(op))
+		}
+		return userReducer(u, dt)
 	}
 	if !isBuiltin(dt) {
 		// The predefined operations are defined on predefined types only
