@@ -54,7 +54,7 @@ func abiWorld(tb testing.TB, size int) (stop func()) {
 		if err := lib.world.Send(nil, 1, 1); err != nil {
 			tb.Error(err)
 		}
-		if rc := MPI_Finalize(); rc != errSuccess {
+		if rc := PMPI_Finalize(); rc != errSuccess {
 			tb.Errorf("MPI_Finalize: %d", rc)
 		}
 		if err := <-done; err != nil {

@@ -58,8 +58,8 @@ func (l *library) predefinedAttr(key int32) (unsafe.Pointer, bool) {
 	return nil, false
 }
 
-//export MPI_Comm_create_keyval
-func MPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra unsafe.Pointer) (mpirc C.int) {
+//export PMPI_Comm_create_keyval
+func PMPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra unsafe.Pointer) (mpirc C.int) {
 	defer guard("MPI_Comm_create_keyval", &mpirc)
 	if key == nil {
 		return ret("MPI_Comm_create_keyval", errorf(errArg, "NULL keyval"))
@@ -76,13 +76,13 @@ func MPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra u
 	return errSuccess
 }
 
-//export MPI_Keyval_create
-func MPI_Keyval_create(copyFn, deleteFn unsafe.Pointer, key *C.int, extra unsafe.Pointer) C.int {
-	return MPI_Comm_create_keyval(copyFn, deleteFn, key, extra)
+//export PMPI_Keyval_create
+func PMPI_Keyval_create(copyFn, deleteFn unsafe.Pointer, key *C.int, extra unsafe.Pointer) C.int {
+	return PMPI_Comm_create_keyval(copyFn, deleteFn, key, extra)
 }
 
-//export MPI_Comm_free_keyval
-func MPI_Comm_free_keyval(key *C.int) (mpirc C.int) {
+//export PMPI_Comm_free_keyval
+func PMPI_Comm_free_keyval(key *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_free_keyval", &mpirc)
 	if key == nil {
 		return ret("MPI_Comm_free_keyval", errorf(errArg, "NULL keyval"))
@@ -100,11 +100,11 @@ func MPI_Comm_free_keyval(key *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Keyval_free
-func MPI_Keyval_free(key *C.int) C.int { return MPI_Comm_free_keyval(key) }
+//export PMPI_Keyval_free
+func PMPI_Keyval_free(key *C.int) C.int { return PMPI_Comm_free_keyval(key) }
 
-//export MPI_Comm_set_attr
-func MPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val unsafe.Pointer) (mpirc C.int) {
+//export PMPI_Comm_set_attr
+func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val unsafe.Pointer) (mpirc C.int) {
 	defer guard("MPI_Comm_set_attr", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -132,16 +132,16 @@ func MPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val unsafe.Pointer) (mpirc C.
 	return errSuccess
 }
 
-//export MPI_Attr_put
-func MPI_Attr_put(comm C.MPI_Comm, key C.int, val unsafe.Pointer) C.int {
-	return MPI_Comm_set_attr(comm, key, val)
+//export PMPI_Attr_put
+func PMPI_Attr_put(comm C.MPI_Comm, key C.int, val unsafe.Pointer) C.int {
+	return PMPI_Comm_set_attr(comm, key, val)
 }
 
 // MPI_Comm_get_attr stores the attribute's value (the pointer the program
 // set; for a predefined key, a pointer to an int) in *(void **)out.
 //
-//export MPI_Comm_get_attr
-func MPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.int) (mpirc C.int) {
+//export PMPI_Comm_get_attr
+func PMPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_get_attr", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -171,13 +171,13 @@ func MPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.i
 	return errSuccess
 }
 
-//export MPI_Attr_get
-func MPI_Attr_get(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.int) C.int {
-	return MPI_Comm_get_attr(comm, key, out, flag)
+//export PMPI_Attr_get
+func PMPI_Attr_get(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.int) C.int {
+	return PMPI_Comm_get_attr(comm, key, out, flag)
 }
 
-//export MPI_Comm_delete_attr
-func MPI_Comm_delete_attr(comm C.MPI_Comm, key C.int) (mpirc C.int) {
+//export PMPI_Comm_delete_attr
+func PMPI_Comm_delete_attr(comm C.MPI_Comm, key C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_delete_attr", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -196,8 +196,8 @@ func MPI_Comm_delete_attr(comm C.MPI_Comm, key C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Attr_delete
-func MPI_Attr_delete(comm C.MPI_Comm, key C.int) C.int { return MPI_Comm_delete_attr(comm, key) }
+//export PMPI_Attr_delete
+func PMPI_Attr_delete(comm C.MPI_Comm, key C.int) C.int { return PMPI_Comm_delete_attr(comm, key) }
 
 // deleteAttr runs the delete callback of ce's attribute under key and, if
 // it succeeds, removes the attribute. It returns the callback's code.

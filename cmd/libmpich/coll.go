@@ -85,8 +85,8 @@ func checkRoot(root C.int, size int) error {
 	return nil
 }
 
-//export MPI_Barrier
-func MPI_Barrier(comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Barrier
+func PMPI_Barrier(comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Barrier", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -95,8 +95,8 @@ func MPI_Barrier(comm C.MPI_Comm) (mpirc C.int) {
 	return retc(comm, "MPI_Barrier", ce.c.Barrier())
 }
 
-//export MPI_Bcast
-func MPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Bcast
+func PMPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Bcast", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -114,8 +114,8 @@ func MPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, c
 	return retc(comm, "MPI_Bcast", err)
 }
 
-//export MPI_Reduce
-func MPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Reduce
+func PMPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Reduce", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -145,8 +145,8 @@ func MPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.
 	return retc(comm, "MPI_Reduce", err)
 }
 
-//export MPI_Allreduce
-func MPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Allreduce
+func PMPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Allreduce", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -199,20 +199,20 @@ func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, 
 	return retc(comm, fn, err)
 }
 
-//export MPI_Scan
-func MPI_Scan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Scan
+func PMPI_Scan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Scan", &mpirc)
 	return scan("MPI_Scan", sbuf, rbuf, count, dt, op, comm, true)
 }
 
-//export MPI_Exscan
-func MPI_Exscan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Exscan
+func PMPI_Exscan(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Exscan", &mpirc)
 	return scan("MPI_Exscan", sbuf, rbuf, count, dt, op, comm, false)
 }
 
-//export MPI_Gather
-func MPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+//export PMPI_Gather
+func PMPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Gather", &mpirc)
 	const fn = "MPI_Gather"
@@ -245,8 +245,8 @@ func MPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	return retc(comm, fn, err)
 }
 
-//export MPI_Gatherv
-func MPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+//export PMPI_Gatherv
+func PMPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Gatherv", &mpirc)
 	const fn = "MPI_Gatherv"
@@ -276,8 +276,8 @@ func MPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	return retc(comm, fn, ce.c.Gatherv(send, recv, cs, ds, int(root)))
 }
 
-//export MPI_Scatter
-func MPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+//export PMPI_Scatter
+func PMPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Scatter", &mpirc)
 	const fn = "MPI_Scatter"
@@ -310,8 +310,8 @@ func MPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	return retc(comm, fn, err)
 }
 
-//export MPI_Scatterv
-func MPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datatype,
+//export PMPI_Scatterv
+func PMPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Scatterv", &mpirc)
 	const fn = "MPI_Scatterv"
@@ -344,8 +344,8 @@ func MPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Datat
 	return retc(comm, fn, err)
 }
 
-//export MPI_Allgather
-func MPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+//export PMPI_Allgather
+func PMPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Allgather", &mpirc)
 	const fn = "MPI_Allgather"
@@ -371,8 +371,8 @@ func MPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	return retc(comm, fn, err)
 }
 
-//export MPI_Allgatherv
-func MPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+//export PMPI_Allgatherv
+func PMPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcounts, displs *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Allgatherv", &mpirc)
 	const fn = "MPI_Allgatherv"
@@ -395,8 +395,8 @@ func MPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	return retc(comm, fn, ce.c.Allgatherv(send, recv, cs, ds))
 }
 
-//export MPI_Alltoall
-func MPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
+//export PMPI_Alltoall
+func PMPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Alltoall", &mpirc)
 	const fn = "MPI_Alltoall"
@@ -426,8 +426,8 @@ func MPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	return retc(comm, fn, err)
 }
 
-//export MPI_Alltoallv
-func MPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Datatype,
+//export PMPI_Alltoallv
+func PMPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Datatype,
 	rbuf unsafe.Pointer, rcounts, rdispls *C.int, rtype C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Alltoallv", &mpirc)
 	const fn = "MPI_Alltoallv"

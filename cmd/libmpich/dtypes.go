@@ -152,37 +152,37 @@ func checkArrays(count C.int, ps ...unsafe.Pointer) error {
 	return nil
 }
 
-//export MPI_Type_contiguous
-func MPI_Type_contiguous(count C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_contiguous
+func PMPI_Type_contiguous(count C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_contiguous", &mpirc)
 	return construct("MPI_Type_contiguous", old, out, func(o *layout) (*layout, error) {
 		return hvector(1, int64(count), 0, o)
 	})
 }
 
-//export MPI_Type_vector
-func MPI_Type_vector(count, blocklen, stride C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_vector
+func PMPI_Type_vector(count, blocklen, stride C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_vector", &mpirc)
 	return construct("MPI_Type_vector", old, out, func(o *layout) (*layout, error) {
 		return hvector(int64(count), int64(blocklen), int64(stride)*o.extent(), o)
 	})
 }
 
-//export MPI_Type_create_hvector
-func MPI_Type_create_hvector(count, blocklen C.int, stride C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_hvector
+func PMPI_Type_create_hvector(count, blocklen C.int, stride C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_hvector", &mpirc)
 	return construct("MPI_Type_create_hvector", old, out, func(o *layout) (*layout, error) {
 		return hvector(int64(count), int64(blocklen), int64(stride), o)
 	})
 }
 
-//export MPI_Type_hvector
-func MPI_Type_hvector(count, blocklen C.int, stride C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) C.int {
-	return MPI_Type_create_hvector(count, blocklen, stride, old, out)
+//export PMPI_Type_hvector
+func PMPI_Type_hvector(count, blocklen C.int, stride C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) C.int {
+	return PMPI_Type_create_hvector(count, blocklen, stride, old, out)
 }
 
-//export MPI_Type_indexed
-func MPI_Type_indexed(count C.int, lens, disps *C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_indexed
+func PMPI_Type_indexed(count C.int, lens, disps *C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_indexed", &mpirc)
 	if err := checkArrays(count, unsafe.Pointer(lens), unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_indexed", err)
@@ -196,8 +196,8 @@ func MPI_Type_indexed(count C.int, lens, disps *C.int, old C.MPI_Datatype, out *
 	})
 }
 
-//export MPI_Type_create_hindexed
-func MPI_Type_create_hindexed(count C.int, lens *C.int, disps *C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_hindexed
+func PMPI_Type_create_hindexed(count C.int, lens *C.int, disps *C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_hindexed", &mpirc)
 	if err := checkArrays(count, unsafe.Pointer(lens), unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_create_hindexed", err)
@@ -207,13 +207,13 @@ func MPI_Type_create_hindexed(count C.int, lens *C.int, disps *C.MPI_Aint, old C
 	})
 }
 
-//export MPI_Type_hindexed
-func MPI_Type_hindexed(count C.int, lens *C.int, disps *C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) C.int {
-	return MPI_Type_create_hindexed(count, lens, disps, old, out)
+//export PMPI_Type_hindexed
+func PMPI_Type_hindexed(count C.int, lens *C.int, disps *C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) C.int {
+	return PMPI_Type_create_hindexed(count, lens, disps, old, out)
 }
 
-//export MPI_Type_create_indexed_block
-func MPI_Type_create_indexed_block(count, blocklen C.int, disps *C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_indexed_block
+func PMPI_Type_create_indexed_block(count, blocklen C.int, disps *C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_indexed_block", &mpirc)
 	if err := checkArrays(count, unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_create_indexed_block", err)
@@ -229,8 +229,8 @@ func MPI_Type_create_indexed_block(count, blocklen C.int, disps *C.int, old C.MP
 	})
 }
 
-//export MPI_Type_create_hindexed_block
-func MPI_Type_create_hindexed_block(count, blocklen C.int, disps *C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_hindexed_block
+func PMPI_Type_create_hindexed_block(count, blocklen C.int, disps *C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_hindexed_block", &mpirc)
 	if err := checkArrays(count, unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_create_hindexed_block", err)
@@ -244,8 +244,8 @@ func MPI_Type_create_hindexed_block(count, blocklen C.int, disps *C.MPI_Aint, ol
 	})
 }
 
-//export MPI_Type_create_struct
-func MPI_Type_create_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types *C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_struct
+func PMPI_Type_create_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types *C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_struct", &mpirc)
 	if err := checkArrays(count, unsafe.Pointer(lens), unsafe.Pointer(disps), unsafe.Pointer(types)); err != nil {
 		return ret("MPI_Type_create_struct", err)
@@ -265,21 +265,21 @@ func MPI_Type_create_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types *
 	return ret("MPI_Type_create_struct", newType(l, out))
 }
 
-//export MPI_Type_struct
-func MPI_Type_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types *C.MPI_Datatype, out *C.MPI_Datatype) C.int {
-	return MPI_Type_create_struct(count, lens, disps, types, out)
+//export PMPI_Type_struct
+func PMPI_Type_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types *C.MPI_Datatype, out *C.MPI_Datatype) C.int {
+	return PMPI_Type_create_struct(count, lens, disps, types, out)
 }
 
-//export MPI_Type_create_resized
-func MPI_Type_create_resized(old C.MPI_Datatype, lb, extent C.MPI_Aint, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_resized
+func PMPI_Type_create_resized(old C.MPI_Datatype, lb, extent C.MPI_Aint, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_resized", &mpirc)
 	return construct("MPI_Type_create_resized", old, out, func(o *layout) (*layout, error) {
 		return resized(o, int64(lb), int64(extent)), nil
 	})
 }
 
-//export MPI_Type_create_subarray
-func MPI_Type_create_subarray(ndims C.int, sizes, subsizes, starts *C.int, order C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_create_subarray
+func PMPI_Type_create_subarray(ndims C.int, sizes, subsizes, starts *C.int, order C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_subarray", &mpirc)
 	if ndims <= 0 {
 		return ret("MPI_Type_create_subarray", errorf(errArg, "%d dimensions", int(ndims)))
@@ -296,8 +296,8 @@ func MPI_Type_create_subarray(ndims C.int, sizes, subsizes, starts *C.int, order
 	})
 }
 
-//export MPI_Type_dup
-func MPI_Type_dup(old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_dup
+func PMPI_Type_dup(old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_dup", &mpirc)
 	l, committed, err := layoutOf(old)
 	if err != nil {
@@ -312,8 +312,8 @@ func MPI_Type_dup(old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Type_commit
-func MPI_Type_commit(dt *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_commit
+func PMPI_Type_commit(dt *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_commit", &mpirc)
 	if isBuiltin(*dt) {
 		return errSuccess
@@ -333,8 +333,8 @@ func MPI_Type_commit(dt *C.MPI_Datatype) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Type_free
-func MPI_Type_free(dt *C.MPI_Datatype) (mpirc C.int) {
+//export PMPI_Type_free
+func PMPI_Type_free(dt *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_free", &mpirc)
 	lib.mu.Lock()
 	_, ok := lib.types[int32(*dt)]
@@ -347,8 +347,8 @@ func MPI_Type_free(dt *C.MPI_Datatype) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Type_get_extent
-func MPI_Type_get_extent(dt C.MPI_Datatype, lb, extent *C.MPI_Aint) (mpirc C.int) {
+//export PMPI_Type_get_extent
+func PMPI_Type_get_extent(dt C.MPI_Datatype, lb, extent *C.MPI_Aint) (mpirc C.int) {
 	defer guard("MPI_Type_get_extent", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
@@ -358,19 +358,19 @@ func MPI_Type_get_extent(dt C.MPI_Datatype, lb, extent *C.MPI_Aint) (mpirc C.int
 	return errSuccess
 }
 
-//export MPI_Type_get_extent_x
-func MPI_Type_get_extent_x(dt C.MPI_Datatype, lb, extent *C.MPI_Count) (mpirc C.int) {
+//export PMPI_Type_get_extent_x
+func PMPI_Type_get_extent_x(dt C.MPI_Datatype, lb, extent *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Type_get_extent_x", &mpirc)
 	var a, b C.MPI_Aint
-	if rc := MPI_Type_get_extent(dt, &a, &b); rc != errSuccess {
+	if rc := PMPI_Type_get_extent(dt, &a, &b); rc != errSuccess {
 		return rc
 	}
 	*lb, *extent = C.MPI_Count(a), C.MPI_Count(b)
 	return errSuccess
 }
 
-//export MPI_Type_get_true_extent
-func MPI_Type_get_true_extent(dt C.MPI_Datatype, lb, extent *C.MPI_Aint) (mpirc C.int) {
+//export PMPI_Type_get_true_extent
+func PMPI_Type_get_true_extent(dt C.MPI_Datatype, lb, extent *C.MPI_Aint) (mpirc C.int) {
 	defer guard("MPI_Type_get_true_extent", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
@@ -380,26 +380,26 @@ func MPI_Type_get_true_extent(dt C.MPI_Datatype, lb, extent *C.MPI_Aint) (mpirc 
 	return errSuccess
 }
 
-//export MPI_Type_get_true_extent_x
-func MPI_Type_get_true_extent_x(dt C.MPI_Datatype, lb, extent *C.MPI_Count) (mpirc C.int) {
+//export PMPI_Type_get_true_extent_x
+func PMPI_Type_get_true_extent_x(dt C.MPI_Datatype, lb, extent *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Type_get_true_extent_x", &mpirc)
 	var a, b C.MPI_Aint
-	if rc := MPI_Type_get_true_extent(dt, &a, &b); rc != errSuccess {
+	if rc := PMPI_Type_get_true_extent(dt, &a, &b); rc != errSuccess {
 		return rc
 	}
 	*lb, *extent = C.MPI_Count(a), C.MPI_Count(b)
 	return errSuccess
 }
 
-//export MPI_Type_extent
-func MPI_Type_extent(dt C.MPI_Datatype, extent *C.MPI_Aint) (mpirc C.int) {
+//export PMPI_Type_extent
+func PMPI_Type_extent(dt C.MPI_Datatype, extent *C.MPI_Aint) (mpirc C.int) {
 	defer guard("MPI_Type_extent", &mpirc)
 	var lb C.MPI_Aint
-	return MPI_Type_get_extent(dt, &lb, extent)
+	return PMPI_Type_get_extent(dt, &lb, extent)
 }
 
-//export MPI_Type_size_x
-func MPI_Type_size_x(dt C.MPI_Datatype, size *C.MPI_Count) (mpirc C.int) {
+//export PMPI_Type_size_x
+func PMPI_Type_size_x(dt C.MPI_Datatype, size *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Type_size_x", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
@@ -409,18 +409,18 @@ func MPI_Type_size_x(dt C.MPI_Datatype, size *C.MPI_Count) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Get_address
-func MPI_Get_address(p unsafe.Pointer, addr *C.MPI_Aint) (mpirc C.int) {
+//export PMPI_Get_address
+func PMPI_Get_address(p unsafe.Pointer, addr *C.MPI_Aint) (mpirc C.int) {
 	defer guard("MPI_Get_address", &mpirc)
 	*addr = C.MPI_Aint(uintptr(p))
 	return errSuccess
 }
 
-//export MPI_Address
-func MPI_Address(p unsafe.Pointer, addr *C.MPI_Aint) C.int { return MPI_Get_address(p, addr) }
+//export PMPI_Address
+func PMPI_Address(p unsafe.Pointer, addr *C.MPI_Aint) C.int { return PMPI_Get_address(p, addr) }
 
-//export MPI_Pack_size
-func MPI_Pack_size(count C.int, dt C.MPI_Datatype, comm C.MPI_Comm, size *C.int) (mpirc C.int) {
+//export PMPI_Pack_size
+func PMPI_Pack_size(count C.int, dt C.MPI_Datatype, comm C.MPI_Comm, size *C.int) (mpirc C.int) {
 	defer guard("MPI_Pack_size", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
@@ -433,8 +433,8 @@ func MPI_Pack_size(count C.int, dt C.MPI_Datatype, comm C.MPI_Comm, size *C.int)
 	return errSuccess
 }
 
-//export MPI_Pack
-func MPI_Pack(in unsafe.Pointer, count C.int, dt C.MPI_Datatype, out unsafe.Pointer, outsize C.int, pos *C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Pack
+func PMPI_Pack(in unsafe.Pointer, count C.int, dt C.MPI_Datatype, out unsafe.Pointer, outsize C.int, pos *C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Pack", &mpirc)
 	l, err := commLayout(dt)
 	if err != nil {
@@ -449,8 +449,8 @@ func MPI_Pack(in unsafe.Pointer, count C.int, dt C.MPI_Datatype, out unsafe.Poin
 	return errSuccess
 }
 
-//export MPI_Unpack
-func MPI_Unpack(in unsafe.Pointer, insize C.int, pos *C.int, out unsafe.Pointer, count C.int, dt C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Unpack
+func PMPI_Unpack(in unsafe.Pointer, insize C.int, pos *C.int, out unsafe.Pointer, count C.int, dt C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Unpack", &mpirc)
 	l, err := commLayout(dt)
 	if err != nil {
@@ -486,8 +486,8 @@ func elements(l *layout, bytes int64) int64 {
 	return whole
 }
 
-//export MPI_Get_elements
-func MPI_Get_elements(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
+//export PMPI_Get_elements
+func PMPI_Get_elements(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_elements", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
@@ -497,8 +497,8 @@ func MPI_Get_elements(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc 
 	return errSuccess
 }
 
-//export MPI_Get_elements_x
-func MPI_Get_elements_x(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
+//export PMPI_Get_elements_x
+func PMPI_Get_elements_x(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Get_elements_x", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {

@@ -85,14 +85,14 @@ func goProcs(getenv func(string) string, cpus int) (int, bool) {
 	return 0, false
 }
 
-//export MPI_Init
-func MPI_Init(argc *C.int, argv unsafe.Pointer) (mpirc C.int) {
+//export PMPI_Init
+func PMPI_Init(argc *C.int, argv unsafe.Pointer) (mpirc C.int) {
 	defer guard("MPI_Init", &mpirc)
 	return ret("MPI_Init", initialize())
 }
 
-//export MPI_Init_thread
-func MPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided *C.int) (mpirc C.int) {
+//export PMPI_Init_thread
+func PMPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided *C.int) (mpirc C.int) {
 	defer guard("MPI_Init_thread", &mpirc)
 	if err := initialize(); err != nil {
 		return ret("MPI_Init_thread", err)
@@ -103,15 +103,15 @@ func MPI_Init_thread(argc *C.int, argv unsafe.Pointer, required C.int, provided 
 	return errSuccess
 }
 
-//export MPI_Query_thread
-func MPI_Query_thread(provided *C.int) (mpirc C.int) {
+//export PMPI_Query_thread
+func PMPI_Query_thread(provided *C.int) (mpirc C.int) {
 	defer guard("MPI_Query_thread", &mpirc)
 	*provided = threadSerialized
 	return errSuccess
 }
 
-//export MPI_Initialized
-func MPI_Initialized(flag *C.int) (mpirc C.int) {
+//export PMPI_Initialized
+func PMPI_Initialized(flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Initialized", &mpirc)
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
@@ -122,8 +122,8 @@ func MPI_Initialized(flag *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Finalized
-func MPI_Finalized(flag *C.int) (mpirc C.int) {
+//export PMPI_Finalized
+func PMPI_Finalized(flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Finalized", &mpirc)
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
@@ -134,8 +134,8 @@ func MPI_Finalized(flag *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Finalize
-func MPI_Finalize() (mpirc C.int) {
+//export PMPI_Finalize
+func PMPI_Finalize() (mpirc C.int) {
 	defer guard("MPI_Finalize", &mpirc)
 	lib.mu.Lock()
 	if lib.state != stateInit {
@@ -161,8 +161,8 @@ func MPI_Finalize() (mpirc C.int) {
 	return ret("MPI_Finalize", errors.Join(errB, err))
 }
 
-//export MPI_Abort
-func MPI_Abort(comm C.MPI_Comm, code C.int) (mpirc C.int) {
+//export PMPI_Abort
+func PMPI_Abort(comm C.MPI_Comm, code C.int) (mpirc C.int) {
 	defer guard("MPI_Abort", &mpirc)
 	fmt.Fprintf(os.Stderr, "libmpich(ethervia): MPI_Abort with error code %d\n", int(code))
 	lib.mu.Lock()
@@ -178,8 +178,8 @@ func MPI_Abort(comm C.MPI_Comm, code C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Comm_rank
-func MPI_Comm_rank(comm C.MPI_Comm, rank *C.int) (mpirc C.int) {
+//export PMPI_Comm_rank
+func PMPI_Comm_rank(comm C.MPI_Comm, rank *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_rank", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -189,8 +189,8 @@ func MPI_Comm_rank(comm C.MPI_Comm, rank *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Comm_size
-func MPI_Comm_size(comm C.MPI_Comm, size *C.int) (mpirc C.int) {
+//export PMPI_Comm_size
+func PMPI_Comm_size(comm C.MPI_Comm, size *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_size", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -200,8 +200,8 @@ func MPI_Comm_size(comm C.MPI_Comm, size *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Comm_dup
-func MPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Comm_dup
+func PMPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Comm_dup", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -226,8 +226,8 @@ func MPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Comm_split
-func MPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Comm_split
+func PMPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Comm_split", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -255,8 +255,8 @@ func MPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) (mpi
 	return errSuccess
 }
 
-//export MPI_Comm_free
-func MPI_Comm_free(comm *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Comm_free
+func PMPI_Comm_free(comm *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Comm_free", &mpirc)
 	ce, err := lib.comm(*comm)
 	if err != nil {
@@ -275,14 +275,14 @@ func MPI_Comm_free(comm *C.MPI_Comm) (mpirc C.int) {
 	return ret("MPI_Comm_free", ce.free())
 }
 
-//export MPI_Wtime
-func MPI_Wtime() C.double { return C.double(mplite.Wtime()) }
+//export PMPI_Wtime
+func PMPI_Wtime() C.double { return C.double(mplite.Wtime()) }
 
-//export MPI_Wtick
-func MPI_Wtick() C.double { return 1e-9 }
+//export PMPI_Wtick
+func PMPI_Wtick() C.double { return 1e-9 }
 
-//export MPI_Get_processor_name
-func MPI_Get_processor_name(name *C.char, resultlen *C.int) (mpirc C.int) {
+//export PMPI_Get_processor_name
+func PMPI_Get_processor_name(name *C.char, resultlen *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_processor_name", &mpirc)
 	h, err := os.Hostname()
 	if err != nil {
@@ -292,8 +292,8 @@ func MPI_Get_processor_name(name *C.char, resultlen *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Error_string
-func MPI_Error_string(code C.int, str *C.char, resultlen *C.int) (mpirc C.int) {
+//export PMPI_Error_string
+func PMPI_Error_string(code C.int, str *C.char, resultlen *C.int) (mpirc C.int) {
 	defer guard("MPI_Error_string", &mpirc)
 	s, ok := errText[int(code)]
 	if !ok {
@@ -303,29 +303,29 @@ func MPI_Error_string(code C.int, str *C.char, resultlen *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Error_class
-func MPI_Error_class(code C.int, class *C.int) (mpirc C.int) {
+//export PMPI_Error_class
+func PMPI_Error_class(code C.int, class *C.int) (mpirc C.int) {
 	defer guard("MPI_Error_class", &mpirc)
 	*class = code // the library's codes are classes
 	return errSuccess
 }
 
-//export MPI_Get_version
-func MPI_Get_version(version, subversion *C.int) (mpirc C.int) {
+//export PMPI_Get_version
+func PMPI_Get_version(version, subversion *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_version", &mpirc)
 	*version, *subversion = 4, 0 // MPI_VERSION, MPI_SUBVERSION of the header
 	return errSuccess
 }
 
-//export MPI_Get_library_version
-func MPI_Get_library_version(version *C.char, resultlen *C.int) (mpirc C.int) {
+//export PMPI_Get_library_version
+func PMPI_Get_library_version(version *C.char, resultlen *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_library_version", &mpirc)
 	cString(version, 8192, "Ethervia libmpich (MPICH 4.0.2 ABI subset over mplite)", resultlen)
 	return errSuccess
 }
 
-//export MPI_Buffer_attach
-func MPI_Buffer_attach(buf unsafe.Pointer, size C.int) (mpirc C.int) {
+//export PMPI_Buffer_attach
+func PMPI_Buffer_attach(buf unsafe.Pointer, size C.int) (mpirc C.int) {
 	defer guard("MPI_Buffer_attach", &mpirc)
 	// MPI_Bsend copies into Go memory; the buffer is only kept for detach.
 	lib.mu.Lock()
@@ -334,8 +334,8 @@ func MPI_Buffer_attach(buf unsafe.Pointer, size C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Buffer_detach
-func MPI_Buffer_detach(bufAddr unsafe.Pointer, size *C.int) (mpirc C.int) {
+//export PMPI_Buffer_detach
+func PMPI_Buffer_detach(bufAddr unsafe.Pointer, size *C.int) (mpirc C.int) {
 	defer guard("MPI_Buffer_detach", &mpirc)
 	lib.mu.Lock()
 	bs := lib.bsends

@@ -30,8 +30,8 @@ func (l *library) validHandler(h int32) bool {
 	return l.errhs[h] != nil
 }
 
-//export MPI_Comm_create_errhandler
-func MPI_Comm_create_errhandler(fn unsafe.Pointer, eh *C.MPI_Errhandler) (mpirc C.int) {
+//export PMPI_Comm_create_errhandler
+func PMPI_Comm_create_errhandler(fn unsafe.Pointer, eh *C.MPI_Errhandler) (mpirc C.int) {
 	defer guard("MPI_Comm_create_errhandler", &mpirc)
 	if fn == nil || eh == nil {
 		return ret("MPI_Comm_create_errhandler", errorf(errArg, "NULL function or handle"))
@@ -48,13 +48,13 @@ func MPI_Comm_create_errhandler(fn unsafe.Pointer, eh *C.MPI_Errhandler) (mpirc 
 	return errSuccess
 }
 
-//export MPI_Errhandler_create
-func MPI_Errhandler_create(fn unsafe.Pointer, eh *C.MPI_Errhandler) C.int {
-	return MPI_Comm_create_errhandler(fn, eh)
+//export PMPI_Errhandler_create
+func PMPI_Errhandler_create(fn unsafe.Pointer, eh *C.MPI_Errhandler) C.int {
+	return PMPI_Comm_create_errhandler(fn, eh)
 }
 
-//export MPI_Comm_set_errhandler
-func MPI_Comm_set_errhandler(comm C.MPI_Comm, eh C.MPI_Errhandler) (mpirc C.int) {
+//export PMPI_Comm_set_errhandler
+func PMPI_Comm_set_errhandler(comm C.MPI_Comm, eh C.MPI_Errhandler) (mpirc C.int) {
 	defer guard("MPI_Comm_set_errhandler", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -72,13 +72,13 @@ func MPI_Comm_set_errhandler(comm C.MPI_Comm, eh C.MPI_Errhandler) (mpirc C.int)
 	return errSuccess
 }
 
-//export MPI_Errhandler_set
-func MPI_Errhandler_set(comm C.MPI_Comm, eh C.MPI_Errhandler) C.int {
-	return MPI_Comm_set_errhandler(comm, eh)
+//export PMPI_Errhandler_set
+func PMPI_Errhandler_set(comm C.MPI_Comm, eh C.MPI_Errhandler) C.int {
+	return PMPI_Comm_set_errhandler(comm, eh)
 }
 
-//export MPI_Comm_get_errhandler
-func MPI_Comm_get_errhandler(comm C.MPI_Comm, eh *C.MPI_Errhandler) (mpirc C.int) {
+//export PMPI_Comm_get_errhandler
+func PMPI_Comm_get_errhandler(comm C.MPI_Comm, eh *C.MPI_Errhandler) (mpirc C.int) {
 	defer guard("MPI_Comm_get_errhandler", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -93,17 +93,17 @@ func MPI_Comm_get_errhandler(comm C.MPI_Comm, eh *C.MPI_Errhandler) (mpirc C.int
 	return errSuccess
 }
 
-//export MPI_Errhandler_get
-func MPI_Errhandler_get(comm C.MPI_Comm, eh *C.MPI_Errhandler) C.int {
-	return MPI_Comm_get_errhandler(comm, eh)
+//export PMPI_Errhandler_get
+func PMPI_Errhandler_get(comm C.MPI_Comm, eh *C.MPI_Errhandler) C.int {
+	return PMPI_Comm_get_errhandler(comm, eh)
 }
 
 // MPI_Errhandler_free releases the handle; communicators that use the
 // handler keep it (MPI frees it with the last of them), so the entry
 // stays.
 //
-//export MPI_Errhandler_free
-func MPI_Errhandler_free(eh *C.MPI_Errhandler) (mpirc C.int) {
+//export PMPI_Errhandler_free
+func PMPI_Errhandler_free(eh *C.MPI_Errhandler) (mpirc C.int) {
 	defer guard("MPI_Errhandler_free", &mpirc)
 	if eh == nil {
 		return ret("MPI_Errhandler_free", errorf(errArg, "NULL handle"))
@@ -118,8 +118,8 @@ func MPI_Errhandler_free(eh *C.MPI_Errhandler) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Comm_call_errhandler
-func MPI_Comm_call_errhandler(comm C.MPI_Comm, code C.int) (mpirc C.int) {
+//export PMPI_Comm_call_errhandler
+func PMPI_Comm_call_errhandler(comm C.MPI_Comm, code C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_call_errhandler", &mpirc)
 	if _, err := lib.comm(comm); err != nil {
 		return retc(comm, "MPI_Comm_call_errhandler", err)

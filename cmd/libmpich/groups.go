@@ -72,8 +72,8 @@ func myWorldRank() int {
 	return lib.world.Rank()
 }
 
-//export MPI_Comm_group
-func MPI_Comm_group(comm C.MPI_Comm, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Comm_group
+func PMPI_Comm_group(comm C.MPI_Comm, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Comm_group", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -82,8 +82,8 @@ func MPI_Comm_group(comm C.MPI_Comm, out *C.MPI_Group) (mpirc C.int) {
 	return retc(comm, "MPI_Comm_group", lib.addGroup(members(ce), out))
 }
 
-//export MPI_Group_size
-func MPI_Group_size(h C.MPI_Group, size *C.int) (mpirc C.int) {
+//export PMPI_Group_size
+func PMPI_Group_size(h C.MPI_Group, size *C.int) (mpirc C.int) {
 	defer guard("MPI_Group_size", &mpirc)
 	g, err := lib.group(h)
 	if err != nil {
@@ -93,8 +93,8 @@ func MPI_Group_size(h C.MPI_Group, size *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Group_rank
-func MPI_Group_rank(h C.MPI_Group, rank *C.int) (mpirc C.int) {
+//export PMPI_Group_rank
+func PMPI_Group_rank(h C.MPI_Group, rank *C.int) (mpirc C.int) {
 	defer guard("MPI_Group_rank", &mpirc)
 	g, err := lib.group(h)
 	if err != nil {
@@ -107,8 +107,8 @@ func MPI_Group_rank(h C.MPI_Group, rank *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Group_free
-func MPI_Group_free(h *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_free
+func PMPI_Group_free(h *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_free", &mpirc)
 	if *h != groupEmpty {
 		if _, err := lib.group(*h); err != nil {
@@ -186,20 +186,20 @@ func groupOp(fn string, h C.MPI_Group, out *C.MPI_Group, f func(g []int) ([]int,
 	return ret(fn, lib.addGroup(ng, out))
 }
 
-//export MPI_Group_incl
-func MPI_Group_incl(h C.MPI_Group, n C.int, ranks *C.int, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_incl
+func PMPI_Group_incl(h C.MPI_Group, n C.int, ranks *C.int, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_incl", &mpirc)
 	return groupOp("MPI_Group_incl", h, out, func(g []int) ([]int, error) { return pick(g, intRanks(n, ranks)) })
 }
 
-//export MPI_Group_excl
-func MPI_Group_excl(h C.MPI_Group, n C.int, ranks *C.int, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_excl
+func PMPI_Group_excl(h C.MPI_Group, n C.int, ranks *C.int, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_excl", &mpirc)
 	return groupOp("MPI_Group_excl", h, out, func(g []int) ([]int, error) { return complement(g, intRanks(n, ranks)) })
 }
 
-//export MPI_Group_range_incl
-func MPI_Group_range_incl(h C.MPI_Group, n C.int, ranges unsafe.Pointer, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_range_incl
+func PMPI_Group_range_incl(h C.MPI_Group, n C.int, ranges unsafe.Pointer, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_range_incl", &mpirc)
 	return groupOp("MPI_Group_range_incl", h, out, func(g []int) ([]int, error) {
 		r, err := rangeRanks(n, ranges)
@@ -210,8 +210,8 @@ func MPI_Group_range_incl(h C.MPI_Group, n C.int, ranges unsafe.Pointer, out *C.
 	})
 }
 
-//export MPI_Group_range_excl
-func MPI_Group_range_excl(h C.MPI_Group, n C.int, ranges unsafe.Pointer, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_range_excl
+func PMPI_Group_range_excl(h C.MPI_Group, n C.int, ranges unsafe.Pointer, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_range_excl", &mpirc)
 	return groupOp("MPI_Group_range_excl", h, out, func(g []int) ([]int, error) {
 		r, err := rangeRanks(n, ranges)
@@ -234,8 +234,8 @@ func twoGroups(fn string, h1, h2 C.MPI_Group, out *C.MPI_Group, f func(a, b []in
 	return ret(fn, lib.addGroup(f(a, b), out))
 }
 
-//export MPI_Group_union
-func MPI_Group_union(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_union
+func PMPI_Group_union(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_union", &mpirc)
 	return twoGroups("MPI_Group_union", h1, h2, out, func(a, b []int) []int {
 		u := slices.Clone(a)
@@ -248,8 +248,8 @@ func MPI_Group_union(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
 	})
 }
 
-//export MPI_Group_intersection
-func MPI_Group_intersection(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_intersection
+func PMPI_Group_intersection(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_intersection", &mpirc)
 	return twoGroups("MPI_Group_intersection", h1, h2, out, func(a, b []int) []int {
 		var u []int
@@ -262,8 +262,8 @@ func MPI_Group_intersection(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) 
 	})
 }
 
-//export MPI_Group_difference
-func MPI_Group_difference(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
+//export PMPI_Group_difference
+func PMPI_Group_difference(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
 	defer guard("MPI_Group_difference", &mpirc)
 	return twoGroups("MPI_Group_difference", h1, h2, out, func(a, b []int) []int {
 		var u []int
@@ -276,8 +276,8 @@ func MPI_Group_difference(h1, h2 C.MPI_Group, out *C.MPI_Group) (mpirc C.int) {
 	})
 }
 
-//export MPI_Group_translate_ranks
-func MPI_Group_translate_ranks(h1 C.MPI_Group, n C.int, r1 *C.int, h2 C.MPI_Group, r2 *C.int) (mpirc C.int) {
+//export PMPI_Group_translate_ranks
+func PMPI_Group_translate_ranks(h1 C.MPI_Group, n C.int, r1 *C.int, h2 C.MPI_Group, r2 *C.int) (mpirc C.int) {
 	defer guard("MPI_Group_translate_ranks", &mpirc)
 	a, err := lib.group(h1)
 	if err != nil {
@@ -321,8 +321,8 @@ func compareMembers(a, b []int) int {
 	return cmpUnequal
 }
 
-//export MPI_Group_compare
-func MPI_Group_compare(h1, h2 C.MPI_Group, result *C.int) (mpirc C.int) {
+//export PMPI_Group_compare
+func PMPI_Group_compare(h1, h2 C.MPI_Group, result *C.int) (mpirc C.int) {
 	defer guard("MPI_Group_compare", &mpirc)
 	a, err := lib.group(h1)
 	if err != nil {
@@ -336,8 +336,8 @@ func MPI_Group_compare(h1, h2 C.MPI_Group, result *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Comm_compare
-func MPI_Comm_compare(c1, c2 C.MPI_Comm, result *C.int) (mpirc C.int) {
+//export PMPI_Comm_compare
+func PMPI_Comm_compare(c1, c2 C.MPI_Comm, result *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_compare", &mpirc)
 	a, err := lib.comm(c1)
 	if err != nil {
@@ -381,8 +381,8 @@ func splitInto(ce *commEntry, color, key int, out *C.MPI_Comm) (*commEntry, erro
 // MPI_Comm_create makes the communicator of group's members (a subset of
 // comm's, all of comm calling): a split, ordered as the group.
 //
-//export MPI_Comm_create
-func MPI_Comm_create(comm C.MPI_Comm, h C.MPI_Group, out *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Comm_create
+func PMPI_Comm_create(comm C.MPI_Comm, h C.MPI_Group, out *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Comm_create", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -412,8 +412,8 @@ func MPI_Comm_create(comm C.MPI_Comm, h C.MPI_Group, out *C.MPI_Comm) (mpirc C.i
 // MPI_Comm_split_type with MPI_COMM_TYPE_SHARED groups the ranks of one
 // host. Each rank has a host (a NIC) of its own here, so each is alone.
 //
-//export MPI_Comm_split_type
-func MPI_Comm_split_type(comm C.MPI_Comm, kind, key C.int, info C.MPI_Info, out *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Comm_split_type
+func PMPI_Comm_split_type(comm C.MPI_Comm, kind, key C.int, info C.MPI_Info, out *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Comm_split_type", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {

@@ -31,8 +31,8 @@ type userOp struct {
 	commute bool
 }
 
-//export MPI_Op_create
-func MPI_Op_create(fn unsafe.Pointer, commute C.int, op *C.MPI_Op) (mpirc C.int) {
+//export PMPI_Op_create
+func PMPI_Op_create(fn unsafe.Pointer, commute C.int, op *C.MPI_Op) (mpirc C.int) {
 	defer guard("MPI_Op_create", &mpirc)
 	if fn == nil || op == nil {
 		return ret("MPI_Op_create", errorf(errArg, "NULL function or result"))
@@ -49,8 +49,8 @@ func MPI_Op_create(fn unsafe.Pointer, commute C.int, op *C.MPI_Op) (mpirc C.int)
 	return errSuccess
 }
 
-//export MPI_Op_free
-func MPI_Op_free(op *C.MPI_Op) (mpirc C.int) {
+//export PMPI_Op_free
+func PMPI_Op_free(op *C.MPI_Op) (mpirc C.int) {
 	defer guard("MPI_Op_free", &mpirc)
 	lib.mu.Lock()
 	_, ok := lib.ops[int32(*op)]
@@ -63,8 +63,8 @@ func MPI_Op_free(op *C.MPI_Op) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Op_commutative
-func MPI_Op_commutative(op C.MPI_Op, commute *C.int) (mpirc C.int) {
+//export PMPI_Op_commutative
+func PMPI_Op_commutative(op C.MPI_Op, commute *C.int) (mpirc C.int) {
 	defer guard("MPI_Op_commutative", &mpirc)
 	*commute = 1
 	if uint32(op)&0xff000000 == 0x58000000 {
@@ -114,8 +114,8 @@ func userReducer(u *userOp, dt C.MPI_Datatype) (mplite.Reducer, error) {
 	}}, nil
 }
 
-//export MPI_Reduce_local
-func MPI_Reduce_local(in, inout unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op) (mpirc C.int) {
+//export PMPI_Reduce_local
+func PMPI_Reduce_local(in, inout unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op) (mpirc C.int) {
 	defer guard("MPI_Reduce_local", &mpirc)
 	red, err := reducer(op, dt)
 	if err != nil {
@@ -187,8 +187,8 @@ func reduceScatter(fn string, sbuf, rbuf unsafe.Pointer, counts []int, dt C.MPI_
 	return retc(comm, fn, err)
 }
 
-//export MPI_Reduce_scatter_block
-func MPI_Reduce_scatter_block(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Reduce_scatter_block
+func PMPI_Reduce_scatter_block(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Reduce_scatter_block", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -201,8 +201,8 @@ func MPI_Reduce_scatter_block(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_D
 	return reduceScatter("MPI_Reduce_scatter_block", sbuf, rbuf, counts, dt, op, comm)
 }
 
-//export MPI_Reduce_scatter
-func MPI_Reduce_scatter(sbuf, rbuf unsafe.Pointer, counts *C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Reduce_scatter
+func PMPI_Reduce_scatter(sbuf, rbuf unsafe.Pointer, counts *C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Reduce_scatter", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {

@@ -231,20 +231,20 @@ func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild
 	return ce, t, nil
 }
 
-//export MPI_Send
-func MPI_Send(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Send
+func PMPI_Send(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Send", &mpirc)
 	return send("MPI_Send", buf, count, dt, dest, tag, comm)
 }
 
-//export MPI_Rsend
-func MPI_Rsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Rsend
+func PMPI_Rsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Rsend", &mpirc)
 	return send("MPI_Rsend", buf, count, dt, dest, tag, comm)
 }
 
-//export MPI_Ssend
-func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Ssend
+func PMPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Ssend", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
@@ -253,8 +253,8 @@ func MPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 	return retc(comm, "MPI_Ssend", ce.c.Ssend(b.b, int(dest), int(tag)))
 }
 
-//export MPI_Bsend
-func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Bsend
+func PMPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Bsend", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
@@ -282,8 +282,8 @@ func MPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.i
 	return errSuccess
 }
 
-//export MPI_Recv
-func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Recv
+func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Recv", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
 	if err != nil {
@@ -304,8 +304,8 @@ func MPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int
 	return retc(comm, "MPI_Recv", q.err)
 }
 
-//export MPI_Sendrecv
-func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest, stag C.int,
+//export PMPI_Sendrecv
+func PMPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest, stag C.int,
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Sendrecv", &mpirc)
 	ce, sb, err := p2pArgs(sbuf, scount, stype, stag, false, comm)
@@ -327,7 +327,7 @@ func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest,
 		emptyStatus(st, procNull)
 		return errSuccess
 	case dest == procNull:
-		return MPI_Recv(rbuf, rcount, rtype, src, rtag, comm, st)
+		return PMPI_Recv(rbuf, rcount, rtype, src, rtag, comm, st)
 	case src == procNull:
 		emptyStatus(st, procNull)
 		return send("MPI_Sendrecv", sbuf, scount, stype, dest, stag, comm)
@@ -339,14 +339,14 @@ func MPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest,
 	return retc(comm, "MPI_Sendrecv", q.err)
 }
 
-//export MPI_Isend
-func MPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Isend
+func PMPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Isend", &mpirc)
 	return isend("MPI_Isend", (*mplite.Comm).Isend, buf, count, dt, dest, tag, comm, req)
 }
 
-//export MPI_Issend
-func MPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Issend
+func PMPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Issend", &mpirc)
 	return isend("MPI_Issend", (*mplite.Comm).Issend, buf, count, dt, dest, tag, comm, req)
 }
@@ -369,8 +369,8 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 	return retc(comm, fn, lib.handOut(q, req))
 }
 
-//export MPI_Irecv
-func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Irecv
+func PMPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Irecv", &mpirc)
 	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
 	if err != nil {
@@ -393,8 +393,8 @@ func MPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 	return retc(comm, "MPI_Irecv", lib.handOut(q, req))
 }
 
-//export MPI_Wait
-func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Wait
+func PMPI_Wait(req *C.MPI_Request, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Wait", &mpirc)
 	if *req == requestNull {
 		emptyStatus(st, anySource)
@@ -409,8 +409,8 @@ func MPI_Wait(req *C.MPI_Request, st *C.MPI_Status) (mpirc C.int) {
 	return retc(h, "MPI_Wait", lib.release(req, q, st))
 }
 
-//export MPI_Test
-func MPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Test
+func PMPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Test", &mpirc)
 	*flag = 1
 	if *req == requestNull {
@@ -491,8 +491,8 @@ func finishAll(fn string, hs []C.MPI_Request, qs []*request, sts *C.MPI_Status) 
 	return errSuccess
 }
 
-//export MPI_Waitall
-func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Waitall
+func PMPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Waitall", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
@@ -507,8 +507,8 @@ func MPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) (mpirc C.int) 
 	return finishAll("MPI_Waitall", hs, qs, sts)
 }
 
-//export MPI_Testall
-func MPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Testall
+func PMPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Testall", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
@@ -536,8 +536,8 @@ func poll(round int) {
 	}
 }
 
-//export MPI_Waitany
-func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Waitany
+func PMPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Waitany", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
@@ -565,8 +565,8 @@ func MPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) (
 	}
 }
 
-//export MPI_Testany
-func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Testany
+func PMPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Testany", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
@@ -593,8 +593,8 @@ func MPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.
 	return errSuccess
 }
 
-//export MPI_Request_free
-func MPI_Request_free(req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Request_free
+func PMPI_Request_free(req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Request_free", &mpirc)
 	q, err := lib.req(*req)
 	if err != nil {
@@ -619,8 +619,8 @@ func probeArgs(src, tag C.int, comm C.MPI_Comm) (*commEntry, int, error) {
 	return ce, s, err
 }
 
-//export MPI_Probe
-func MPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Probe
+func PMPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Probe", &mpirc)
 	if src == procNull {
 		emptyStatus(st, procNull)
@@ -638,8 +638,8 @@ func MPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) 
 	return errSuccess
 }
 
-//export MPI_Iprobe
-func MPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Iprobe
+func PMPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Iprobe", &mpirc)
 	if src == procNull {
 		*flag = 1

@@ -39,8 +39,8 @@ func someDone(hs []C.MPI_Request, qs []*request, indices *C.int, sts *C.MPI_Stat
 	return k, active, errs
 }
 
-//export MPI_Waitsome
-func MPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Waitsome
+func PMPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Waitsome", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
@@ -65,8 +65,8 @@ func MPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int,
 	}
 }
 
-//export MPI_Testsome
-func MPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Testsome
+func PMPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Testsome", &mpirc)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
@@ -88,8 +88,8 @@ func MPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int,
 
 // MPI_Request_get_status tests a request without freeing it.
 //
-//export MPI_Request_get_status
-func MPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+//export PMPI_Request_get_status
+func PMPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Request_get_status", &mpirc)
 	*flag = 1
 	if req == requestNull {
@@ -111,8 +111,8 @@ func MPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (m
 // MPI_Sendrecv_replace sends buf and receives into it: the outgoing data
 // is copied aside first.
 //
-//export MPI_Sendrecv_replace
-func MPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, stag, src, rtag C.int,
+//export PMPI_Sendrecv_replace
+func PMPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, stag, src, rtag C.int,
 	comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
 	defer guard("MPI_Sendrecv_replace", &mpirc)
 	ce, t, err := p2pArgs(buf, count, dt, stag, false, comm)
@@ -127,7 +127,7 @@ func MPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, de
 		emptyStatus(st, procNull)
 		return errSuccess
 	case dest == procNull:
-		return MPI_Recv(buf, count, dt, src, rtag, comm, st)
+		return PMPI_Recv(buf, count, dt, src, rtag, comm, st)
 	case src == procNull:
 		emptyStatus(st, procNull)
 		return send("MPI_Sendrecv_replace", buf, count, dt, dest, stag, comm)

@@ -51,34 +51,34 @@ func initPersistent(fn string, kind int, buf unsafe.Pointer, count C.int, dt C.M
 	return retc(comm, fn, lib.handOut(q, req))
 }
 
-//export MPI_Send_init
-func MPI_Send_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Send_init
+func PMPI_Send_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Send_init", &mpirc)
 	return initPersistent("MPI_Send_init", opSend, buf, count, dt, dest, tag, comm, req)
 }
 
 // MPI_Rsend_init is MPI_Send_init: a ready send may be a standard send.
 //
-//export MPI_Rsend_init
-func MPI_Rsend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Rsend_init
+func PMPI_Rsend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Rsend_init", &mpirc)
 	return initPersistent("MPI_Rsend_init", opSend, buf, count, dt, dest, tag, comm, req)
 }
 
-//export MPI_Ssend_init
-func MPI_Ssend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Ssend_init
+func PMPI_Ssend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Ssend_init", &mpirc)
 	return initPersistent("MPI_Ssend_init", opSsend, buf, count, dt, dest, tag, comm, req)
 }
 
-//export MPI_Bsend_init
-func MPI_Bsend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Bsend_init
+func PMPI_Bsend_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Bsend_init", &mpirc)
 	return initPersistent("MPI_Bsend_init", opBsend, buf, count, dt, dest, tag, comm, req)
 }
 
-//export MPI_Recv_init
-func MPI_Recv_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Recv_init
+func PMPI_Recv_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Recv_init", &mpirc)
 	return initPersistent("MPI_Recv_init", opRecv, buf, count, dt, src, tag, comm, req)
 }
@@ -112,7 +112,7 @@ func start(q *request) error {
 	case opBsend:
 		// Buffered: done once the data is copied.
 		q.done = true
-		if rc := MPI_Bsend(p.buf, p.count, p.dt, p.peer, p.tag, p.comm); rc != errSuccess {
+		if rc := PMPI_Bsend(p.buf, p.count, p.dt, p.peer, p.tag, p.comm); rc != errSuccess {
 			err = errorf(int(rc), "buffered send failed")
 		}
 	case opRecv:
@@ -127,8 +127,8 @@ func start(q *request) error {
 	return err
 }
 
-//export MPI_Start
-func MPI_Start(req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Start
+func PMPI_Start(req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Start", &mpirc)
 	q, err := lib.req(*req)
 	if err == nil && q.persist == nil {
@@ -140,14 +140,14 @@ func MPI_Start(req *C.MPI_Request) (mpirc C.int) {
 	return retc(q.ce.h, "MPI_Start", start(q))
 }
 
-//export MPI_Startall
-func MPI_Startall(n C.int, reqs *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Startall
+func PMPI_Startall(n C.int, reqs *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Startall", &mpirc)
 	if n < 0 {
 		return ret("MPI_Startall", errorf(errCount, "negative count %d", int(n)))
 	}
 	for _, h := range unsafe.Slice(reqs, int(n)) {
-		if rc := MPI_Start(&h); rc != errSuccess {
+		if rc := PMPI_Start(&h); rc != errSuccess {
 			return rc
 		}
 	}
@@ -158,8 +158,8 @@ func MPI_Startall(n C.int, reqs *C.MPI_Request) (mpirc C.int) {
 // must still be completed, and MPI_Test_cancelled on its status tells.
 // Sends are not cancelled (MPI 4 deprecates it): they complete as usual.
 //
-//export MPI_Cancel
-func MPI_Cancel(req *C.MPI_Request) (mpirc C.int) {
+//export PMPI_Cancel
+func PMPI_Cancel(req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Cancel", &mpirc)
 	q, err := lib.req(*req)
 	if err != nil {
@@ -172,8 +172,8 @@ func MPI_Cancel(req *C.MPI_Request) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Test_cancelled
-func MPI_Test_cancelled(st *C.MPI_Status, flag *C.int) (mpirc C.int) {
+//export PMPI_Test_cancelled
+func PMPI_Test_cancelled(st *C.MPI_Status, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Test_cancelled", &mpirc)
 	*flag = st.count_hi_and_cancelled & 1
 	return errSuccess

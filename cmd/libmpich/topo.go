@@ -109,8 +109,8 @@ func dimsCreate(nnodes int, dims []int) error {
 	return nil
 }
 
-//export MPI_Dims_create
-func MPI_Dims_create(nnodes, ndims C.int, dims *C.int) (mpirc C.int) {
+//export PMPI_Dims_create
+func PMPI_Dims_create(nnodes, ndims C.int, dims *C.int) (mpirc C.int) {
 	defer guard("MPI_Dims_create", &mpirc)
 	if ndims < 0 {
 		return ret("MPI_Dims_create", errorf(errDims, "%d dimensions", int(ndims)))
@@ -136,8 +136,8 @@ func cartOf(comm C.MPI_Comm) (*commEntry, *cart, error) {
 	return ce, ce.cart, nil
 }
 
-//export MPI_Cart_create
-func MPI_Cart_create(comm C.MPI_Comm, ndims C.int, dims, periods *C.int, reorder C.int, out *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Cart_create
+func PMPI_Cart_create(comm C.MPI_Comm, ndims C.int, dims, periods *C.int, reorder C.int, out *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Cart_create", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -172,8 +172,8 @@ func MPI_Cart_create(comm C.MPI_Comm, ndims C.int, dims, periods *C.int, reorder
 	return errSuccess
 }
 
-//export MPI_Cart_map
-func MPI_Cart_map(comm C.MPI_Comm, ndims C.int, dims, periods *C.int, newrank *C.int) (mpirc C.int) {
+//export PMPI_Cart_map
+func PMPI_Cart_map(comm C.MPI_Comm, ndims C.int, dims, periods *C.int, newrank *C.int) (mpirc C.int) {
 	defer guard("MPI_Cart_map", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -190,8 +190,8 @@ func MPI_Cart_map(comm C.MPI_Comm, ndims C.int, dims, periods *C.int, newrank *C
 	return errSuccess
 }
 
-//export MPI_Topo_test
-func MPI_Topo_test(comm C.MPI_Comm, status *C.int) (mpirc C.int) {
+//export PMPI_Topo_test
+func PMPI_Topo_test(comm C.MPI_Comm, status *C.int) (mpirc C.int) {
 	defer guard("MPI_Topo_test", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -204,8 +204,8 @@ func MPI_Topo_test(comm C.MPI_Comm, status *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Cartdim_get
-func MPI_Cartdim_get(comm C.MPI_Comm, ndims *C.int) (mpirc C.int) {
+//export PMPI_Cartdim_get
+func PMPI_Cartdim_get(comm C.MPI_Comm, ndims *C.int) (mpirc C.int) {
 	defer guard("MPI_Cartdim_get", &mpirc)
 	_, t, err := cartOf(comm)
 	if err != nil {
@@ -215,8 +215,8 @@ func MPI_Cartdim_get(comm C.MPI_Comm, ndims *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Cart_get
-func MPI_Cart_get(comm C.MPI_Comm, maxdims C.int, dims, periods, coords *C.int) (mpirc C.int) {
+//export PMPI_Cart_get
+func PMPI_Cart_get(comm C.MPI_Comm, maxdims C.int, dims, periods, coords *C.int) (mpirc C.int) {
 	defer guard("MPI_Cart_get", &mpirc)
 	ce, t, err := cartOf(comm)
 	if err != nil {
@@ -235,8 +235,8 @@ func MPI_Cart_get(comm C.MPI_Comm, maxdims C.int, dims, periods, coords *C.int) 
 	return errSuccess
 }
 
-//export MPI_Cart_coords
-func MPI_Cart_coords(comm C.MPI_Comm, rank, maxdims C.int, coords *C.int) (mpirc C.int) {
+//export PMPI_Cart_coords
+func PMPI_Cart_coords(comm C.MPI_Comm, rank, maxdims C.int, coords *C.int) (mpirc C.int) {
 	defer guard("MPI_Cart_coords", &mpirc)
 	_, t, err := cartOf(comm)
 	if err != nil {
@@ -252,8 +252,8 @@ func MPI_Cart_coords(comm C.MPI_Comm, rank, maxdims C.int, coords *C.int) (mpirc
 	return errSuccess
 }
 
-//export MPI_Cart_rank
-func MPI_Cart_rank(comm C.MPI_Comm, coords *C.int, rank *C.int) (mpirc C.int) {
+//export PMPI_Cart_rank
+func PMPI_Cart_rank(comm C.MPI_Comm, coords *C.int, rank *C.int) (mpirc C.int) {
 	defer guard("MPI_Cart_rank", &mpirc)
 	_, t, err := cartOf(comm)
 	if err != nil {
@@ -267,8 +267,8 @@ func MPI_Cart_rank(comm C.MPI_Comm, coords *C.int, rank *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Cart_shift
-func MPI_Cart_shift(comm C.MPI_Comm, dir, disp C.int, src, dst *C.int) (mpirc C.int) {
+//export PMPI_Cart_shift
+func PMPI_Cart_shift(comm C.MPI_Comm, dir, disp C.int, src, dst *C.int) (mpirc C.int) {
 	defer guard("MPI_Cart_shift", &mpirc)
 	ce, t, err := cartOf(comm)
 	if err != nil {
@@ -289,8 +289,8 @@ func MPI_Cart_shift(comm C.MPI_Comm, dir, disp C.int, src, dst *C.int) (mpirc C.
 	return errSuccess
 }
 
-//export MPI_Cart_sub
-func MPI_Cart_sub(comm C.MPI_Comm, remain *C.int, out *C.MPI_Comm) (mpirc C.int) {
+//export PMPI_Cart_sub
+func PMPI_Cart_sub(comm C.MPI_Comm, remain *C.int, out *C.MPI_Comm) (mpirc C.int) {
 	defer guard("MPI_Cart_sub", &mpirc)
 	ce, t, err := cartOf(comm)
 	if err != nil {

@@ -228,8 +228,8 @@ func reducer(op C.MPI_Op, dt C.MPI_Datatype) (mplite.Reducer, error) {
 // maxCount guards count arithmetic on 32-bit counts.
 const maxCount = math.MaxInt32
 
-//export MPI_Type_size
-func MPI_Type_size(dt C.MPI_Datatype, size *C.int) (mpirc C.int) {
+//export PMPI_Type_size
+func PMPI_Type_size(dt C.MPI_Datatype, size *C.int) (mpirc C.int) {
 	defer guard("MPI_Type_size", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
@@ -239,8 +239,8 @@ func MPI_Type_size(dt C.MPI_Datatype, size *C.int) (mpirc C.int) {
 	return errSuccess
 }
 
-//export MPI_Get_count
-func MPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
+//export PMPI_Get_count
+func PMPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_count", &mpirc)
 	l, _, err := layoutOf(dt)
 	if err != nil {
