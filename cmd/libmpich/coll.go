@@ -92,7 +92,7 @@ func PMPI_Barrier(comm C.MPI_Comm) (mpirc C.int) {
 	if err != nil {
 		return retc(comm, "MPI_Barrier", err)
 	}
-	return retc(comm, "MPI_Barrier", ce.c.Barrier())
+	return retc(comm, "MPI_Barrier", ce.coll(func() error { return ce.c.Barrier() }))
 }
 
 //export PMPI_Bcast
@@ -109,7 +109,7 @@ func PMPI_Bcast(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, 
 	if err != nil {
 		return retc(comm, "MPI_Bcast", err)
 	}
-	err = ce.c.Bcast(b.b, int(root))
+	err = ce.coll(func() error { return ce.c.Bcast(b.b, int(root)) })
 	b.unpack(len(b.b))
 	return retc(comm, "MPI_Bcast", err)
 }
@@ -140,7 +140,7 @@ func PMPI_Reduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C
 	} else if send, err = collBuf(sbuf, count, dt); err != nil {
 		return retc(comm, "MPI_Reduce", err)
 	}
-	err = ce.c.Reduce(send.b, recv.b, red, int(root))
+	err = ce.coll(func() error { return ce.c.Reduce(send.b, recv.b, red, int(root)) })
 	recv.unpack(len(recv.b))
 	return retc(comm, "MPI_Reduce", err)
 }
@@ -166,7 +166,7 @@ func PMPI_Allreduce(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, o
 			return retc(comm, "MPI_Allreduce", err)
 		}
 	}
-	err = ce.c.Allreduce(send.b, recv.b, red)
+	err = ce.coll(func() error { return ce.c.Allreduce(send.b, recv.b, red) })
 	recv.unpack(len(recv.b))
 	return retc(comm, "MPI_Allreduce", err)
 }
@@ -191,9 +191,9 @@ func scan(fn string, sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, 
 		return retc(comm, fn, err)
 	}
 	if incl {
-		err = ce.c.Scan(send.b, recv.b, red)
+		err = ce.coll(func() error { return ce.c.Scan(send.b, recv.b, red) })
 	} else {
-		err = ce.c.Exscan(send.b, recv.b, red)
+		err = ce.coll(func() error { return ce.c.Exscan(send.b, recv.b, red) })
 	}
 	recv.unpack(len(recv.b))
 	return retc(comm, fn, err)
@@ -240,7 +240,7 @@ func PMPI_Gather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	} else if send, err = collBuf(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
-	err = ce.c.Gather(send.b, recv.b, int(root))
+	err = ce.coll(func() error { return ce.c.Gather(send.b, recv.b, int(root)) })
 	recv.unpack(len(recv.b))
 	return retc(comm, fn, err)
 }
@@ -273,7 +273,7 @@ func PMPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	} else if send, err = vecSend(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Gatherv(send, recv, cs, ds, int(root)))
+	return retc(comm, fn, ce.coll(func() error { return ce.c.Gatherv(send, recv, cs, ds, int(root)) }))
 }
 
 //export PMPI_Scatter
@@ -305,7 +305,7 @@ func PMPI_Scatter(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	} else if recv, err = collBuf(rbuf, rcount, rtype); err != nil {
 		return retc(comm, fn, err)
 	}
-	err = ce.c.Scatter(send.b, recv.b, int(root))
+	err = ce.coll(func() error { return ce.c.Scatter(send.b, recv.b, int(root)) })
 	recv.unpack(len(recv.b))
 	return retc(comm, fn, err)
 }
@@ -339,7 +339,7 @@ func PMPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Data
 	} else if rt, err = collBuf(rbuf, rcount, rtype); err != nil {
 		return retc(comm, fn, err)
 	}
-	err = ce.c.Scatterv(send, cs, ds, rt.b, int(root))
+	err = ce.coll(func() error { return ce.c.Scatterv(send, cs, ds, rt.b, int(root)) })
 	rt.unpack(len(rt.b))
 	return retc(comm, fn, err)
 }
@@ -366,7 +366,7 @@ func PMPI_Allgather(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	} else if len(send.b) != m {
 		return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, len(send.b)))
 	}
-	err = ce.c.Allgather(send.b, recv.b)
+	err = ce.coll(func() error { return ce.c.Allgather(send.b, recv.b) })
 	recv.unpack(len(recv.b))
 	return retc(comm, fn, err)
 }
@@ -392,7 +392,7 @@ func PMPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	} else if send, err = vecSend(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Allgatherv(send, recv, cs, ds))
+	return retc(comm, fn, ce.coll(func() error { return ce.c.Allgatherv(send, recv, cs, ds) }))
 }
 
 //export PMPI_Alltoall
@@ -421,7 +421,7 @@ func PMPI_Alltoall(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 			return retc(comm, fn, errorf(errTruncate, "receiving %d bytes per rank, sending %d", m, sm))
 		}
 	}
-	err = ce.c.Alltoall(send.b, recv.b)
+	err = ce.coll(func() error { return ce.c.Alltoall(send.b, recv.b) })
 	recv.unpack(len(recv.b))
 	return retc(comm, fn, err)
 }
@@ -451,5 +451,5 @@ func PMPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Da
 		}
 		send = goBytes(sbuf, extent(sc, sd))
 	}
-	return retc(comm, fn, ce.c.Alltoallv(send, sc, sd, recv, rc, rd))
+	return retc(comm, fn, ce.coll(func() error { return ce.c.Alltoallv(send, sc, sd, recv, rc, rd) }))
 }

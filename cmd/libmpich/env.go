@@ -146,7 +146,14 @@ func PMPI_Finalize() (mpirc C.int) {
 	lib.bsends = nil
 	world := lib.world
 	self := lib.comms[commSelf]
+	all := make([]*commEntry, 0, len(lib.comms))
+	for _, ce := range lib.comms {
+		all = append(all, ce)
+	}
 	lib.mu.Unlock()
+	for _, ce := range all {
+		ce.stopWorker()
+	}
 	// MPI_COMM_SELF's attributes are deleted first, while MPI still works:
 	// libraries hang their clean-up on them.
 	if code := deleteAll(self); code != 0 {
@@ -207,7 +214,8 @@ func PMPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
 	if err != nil {
 		return retc(comm, "MPI_Comm_dup", err)
 	}
-	c, err := ce.c.Dup()
+	var c *mplite.Comm
+	err = ce.coll(func() (e error) { c, e = ce.c.Dup(); return })
 	if err != nil {
 		return retc(comm, "MPI_Comm_dup", err)
 	}
@@ -239,7 +247,8 @@ func PMPI_Comm_split(comm C.MPI_Comm, color, key C.int, newcomm *C.MPI_Comm) (mp
 	} else if col < 0 {
 		return retc(comm, "MPI_Comm_split", errorf(errArg, "negative color %d (only MPI_UNDEFINED may be)", col))
 	}
-	c, err := ce.c.Split(col, int(key))
+	var c *mplite.Comm
+	err = ce.coll(func() (e error) { c, e = ce.c.Split(col, int(key)); return })
 	if err != nil {
 		return retc(comm, "MPI_Comm_split", err)
 	}
@@ -270,6 +279,7 @@ func PMPI_Comm_free(comm *C.MPI_Comm) (mpirc C.int) {
 	if code := deleteAll(ce); code != 0 {
 		return ret("MPI_Comm_free", errorf(code, "an attribute delete callback failed with %d", code))
 	}
+	ce.stopWorker()
 	lib.forget(*comm)
 	*comm = commNull
 	return ret("MPI_Comm_free", ce.free())

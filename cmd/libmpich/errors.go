@@ -61,6 +61,9 @@ func retc(comm C.MPI_Comm, fn string, err error) C.int {
 	if err == nil {
 		return errSuccess
 	}
+	if code, ok := isRaised(err); ok {
+		return C.int(code) // its handler ran when it happened
+	}
 	code := codeOf(err)
 	eh, h := lib.handlerOf(comm)
 	switch eh {

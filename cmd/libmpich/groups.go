@@ -8,6 +8,8 @@ import "C"
 import (
 	"slices"
 	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
 )
 
 // Groups: ordered sets of world ranks, and the communicators made from
@@ -362,7 +364,8 @@ func PMPI_Comm_compare(c1, c2 C.MPI_Comm, result *C.int) (mpirc C.int) {
 // handle MPI_COMM_NULL for a rank left out); the new one inherits ce's
 // error handler.
 func splitInto(ce *commEntry, color, key int, out *C.MPI_Comm) (*commEntry, error) {
-	c, err := ce.c.Split(color, key)
+	var c *mplite.Comm
+	err := ce.coll(func() (e error) { c, e = ce.c.Split(color, key); return })
 	if err != nil {
 		return nil, err
 	}

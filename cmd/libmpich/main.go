@@ -185,6 +185,7 @@ type commEntry struct {
 	eh       int32          // error handler: errorsAreFatal, errorsReturn, errorsAbort or a user one
 	attrs    map[int32]attr // user attributes by keyval
 	cart     *cart          // a Cartesian topology, or nil
+	nbc      *nbcQueue      // the nonblocking collectives' worker, once started
 }
 
 // newCommEntry makes the entry of a communicator derived from parent (nil

@@ -169,7 +169,7 @@ func reduceScatter(fn string, sbuf, rbuf unsafe.Pointer, counts []int, dt C.MPI_
 	if rank == 0 {
 		sum = make([]byte, len(send.b))
 	}
-	if err := ce.c.Reduce(send.b, sum, red, 0); err != nil {
+	if err := ce.coll(func() error { return ce.c.Reduce(send.b, sum, red, 0) }); err != nil {
 		return retc(comm, fn, err)
 	}
 	recv, err := collBuf(rbuf, C.int(counts[rank]), dt)
@@ -182,7 +182,7 @@ func reduceScatter(fn string, sbuf, rbuf unsafe.Pointer, counts []int, dt C.MPI_
 		cs[i], ds[i] = k*elem, off
 		off += k * elem
 	}
-	err = ce.c.Scatterv(sum, cs, ds, recv.b, 0)
+	err = ce.coll(func() error { return ce.c.Scatterv(sum, cs, ds, recv.b, 0) })
 	recv.unpack(len(recv.b))
 	return retc(comm, fn, err)
 }

@@ -73,6 +73,8 @@ type request struct {
 	inactive bool        // a persistent request not started, or completed
 
 	stage tbuf // a receive's buffer, unpacked at completion (derived datatypes)
+
+	nbc *nbcOp // a nonblocking collective, run by its communicator's worker
 }
 
 // finish records the completion of the operation (once).
@@ -93,13 +95,26 @@ func (q *request) finish(st mplite.Status, err error) {
 }
 
 func (q *request) wait() {
-	if !q.done {
+	switch {
+	case q.done:
+	case q.nbc != nil:
+		<-q.nbc.done
+		q.finish(mplite.Status{}, q.nbc.err)
+	default:
 		q.finish(q.r.Wait())
 	}
 }
 
 func (q *request) test() bool {
-	if !q.done {
+	switch {
+	case q.done:
+	case q.nbc != nil:
+		select {
+		case <-q.nbc.done:
+			q.finish(mplite.Status{}, q.nbc.err)
+		default:
+		}
+	default:
 		if ok, st, err := q.r.Test(); ok {
 			q.finish(st, err)
 		}
