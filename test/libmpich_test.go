@@ -83,7 +83,8 @@ func resultLines(out string, prefixes string) []string {
 // Sendrecv_replace and Request_get_status, persist.c persistent requests
 // and MPI_Cancel, dtype.c derived datatypes and the pair types, topo.c
 // groups and Cartesian topologies, ops.c user operations and the
-// reduce-scatters, nbc.c nonblocking collectives, pmpi.c a program that intercepts MPI_ calls and passes
+// reduce-scatters, nbc.c nonblocking collectives, misc.c info objects,
+// names and status setters, pmpi.c a program that intercepts MPI_ calls and passes
 // them to PMPI_ (as tracers do), f/ring.f90 a Fortran program over
 // Debian's libmpichfort.so.12; fatal.c an error under the
 // default handler, which must end the job on both libraries.
@@ -95,8 +96,8 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "pmpi", "ring", "fatal"}
-	compared := progs[:10] // fatal is checked on its own
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "ring", "fatal"}
+	compared := progs[:11] // fatal is checked on its own
 	for _, p := range progs {
 		cc, src := "mpicc.mpich", filepath.Join("c", p+".c")
 		if p == "ring" {
@@ -114,7 +115,7 @@ func TestLibmpich(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONWF")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWF")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -136,7 +137,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONWF")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWF")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}

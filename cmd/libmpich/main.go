@@ -126,6 +126,8 @@ type library struct {
 	types     map[int32]*typeEntry // derived datatypes
 	groups    map[int32][]int      // groups: world ranks in group order
 	ops       map[int32]*userOp    // user reduction operations
+	infos     map[int32]*info      // MPI_Info objects
+	nextInfo  int32
 	nextOp    int32
 	nextGroup int32
 	nextType  int32
@@ -186,6 +188,7 @@ type commEntry struct {
 	attrs    map[int32]attr // user attributes by keyval
 	cart     *cart          // a Cartesian topology, or nil
 	nbc      *nbcQueue      // the nonblocking collectives' worker, once started
+	name     *string        // MPI_Comm_set_name
 }
 
 // newCommEntry makes the entry of a communicator derived from parent (nil

@@ -73,7 +73,6 @@ int PMPI_Comm_create_group() { return ethervia_unimplemented("MPI_Comm_create_gr
 int PMPI_Comm_disconnect() { return ethervia_unimplemented("MPI_Comm_disconnect", 15); }
 int PMPI_Comm_dup_with_info() { return ethervia_unimplemented("MPI_Comm_dup_with_info", 15); }
 int PMPI_Comm_get_info() { return ethervia_unimplemented("MPI_Comm_get_info", 15); }
-int PMPI_Comm_get_name() { return ethervia_unimplemented("MPI_Comm_get_name", 15); }
 int PMPI_Comm_get_parent() { return ethervia_unimplemented("MPI_Comm_get_parent", 15); }
 int PMPI_Comm_idup() { return ethervia_unimplemented("MPI_Comm_idup", 15); }
 int PMPI_Comm_idup_with_info() { return ethervia_unimplemented("MPI_Comm_idup_with_info", 15); }
@@ -81,7 +80,6 @@ int PMPI_Comm_join() { return ethervia_unimplemented("MPI_Comm_join", 15); }
 int PMPI_Comm_remote_group() { return ethervia_unimplemented("MPI_Comm_remote_group", 15); }
 int PMPI_Comm_remote_size() { return ethervia_unimplemented("MPI_Comm_remote_size", 15); }
 int PMPI_Comm_set_info() { return ethervia_unimplemented("MPI_Comm_set_info", 15); }
-int PMPI_Comm_set_name() { return ethervia_unimplemented("MPI_Comm_set_name", 15); }
 int PMPI_Comm_spawn() { return ethervia_unimplemented("MPI_Comm_spawn", 15); }
 int PMPI_Comm_spawn_multiple() { return ethervia_unimplemented("MPI_Comm_spawn_multiple", 15); }
 int PMPI_Comm_test_inter() { return ethervia_unimplemented("MPI_Comm_test_inter", 15); }
@@ -147,17 +145,7 @@ int PMPI_Ineighbor_alltoallv() { return ethervia_unimplemented("MPI_Ineighbor_al
 int PMPI_Ineighbor_alltoallv_c() { return ethervia_unimplemented("MPI_Ineighbor_alltoallv_c", 15); }
 int PMPI_Ineighbor_alltoallw() { return ethervia_unimplemented("MPI_Ineighbor_alltoallw", 15); }
 int PMPI_Ineighbor_alltoallw_c() { return ethervia_unimplemented("MPI_Ineighbor_alltoallw_c", 15); }
-int PMPI_Info_create() { return ethervia_unimplemented("MPI_Info_create", 15); }
 int PMPI_Info_create_env() { return ethervia_unimplemented("MPI_Info_create_env", 15); }
-int PMPI_Info_delete() { return ethervia_unimplemented("MPI_Info_delete", 15); }
-int PMPI_Info_dup() { return ethervia_unimplemented("MPI_Info_dup", 15); }
-int PMPI_Info_free() { return ethervia_unimplemented("MPI_Info_free", 15); }
-int PMPI_Info_get() { return ethervia_unimplemented("MPI_Info_get", 15); }
-int PMPI_Info_get_nkeys() { return ethervia_unimplemented("MPI_Info_get_nkeys", 15); }
-int PMPI_Info_get_nthkey() { return ethervia_unimplemented("MPI_Info_get_nthkey", 15); }
-int PMPI_Info_get_string() { return ethervia_unimplemented("MPI_Info_get_string", 15); }
-int PMPI_Info_get_valuelen() { return ethervia_unimplemented("MPI_Info_get_valuelen", 15); }
-int PMPI_Info_set() { return ethervia_unimplemented("MPI_Info_set", 15); }
 int PMPI_Intercomm_create() { return ethervia_unimplemented("MPI_Intercomm_create", 15); }
 int PMPI_Intercomm_create_from_groups() { return ethervia_unimplemented("MPI_Intercomm_create_from_groups", 15); }
 int PMPI_Intercomm_merge() { return ethervia_unimplemented("MPI_Intercomm_merge", 15); }
@@ -167,7 +155,6 @@ int PMPI_Ireduce_scatter_block_c() { return ethervia_unimplemented("MPI_Ireduce_
 int PMPI_Ireduce_scatter_c() { return ethervia_unimplemented("MPI_Ireduce_scatter_c", 15); }
 int PMPI_Irsend() { return ethervia_unimplemented("MPI_Irsend", 15); }
 int PMPI_Irsend_c() { return ethervia_unimplemented("MPI_Irsend_c", 15); }
-int PMPI_Is_thread_main() { return ethervia_unimplemented("MPI_Is_thread_main", 15); }
 int PMPI_Iscan_c() { return ethervia_unimplemented("MPI_Iscan_c", 15); }
 int PMPI_Iscatter_c() { return ethervia_unimplemented("MPI_Iscatter_c", 15); }
 int PMPI_Iscatterv_c() { return ethervia_unimplemented("MPI_Iscatterv_c", 15); }
@@ -271,8 +258,6 @@ int PMPI_Status_f082c() { return ethervia_unimplemented("MPI_Status_f082c", 15);
 int PMPI_Status_f082f() { return ethervia_unimplemented("MPI_Status_f082f", 15); }
 int PMPI_Status_f2c() { return ethervia_unimplemented("MPI_Status_f2c", 15); }
 int PMPI_Status_f2f08() { return ethervia_unimplemented("MPI_Status_f2f08", 15); }
-int PMPI_Status_set_cancelled() { return ethervia_unimplemented("MPI_Status_set_cancelled", 15); }
-int PMPI_Status_set_elements() { return ethervia_unimplemented("MPI_Status_set_elements", 15); }
 int PMPI_Status_set_elements_x() { return ethervia_unimplemented("MPI_Status_set_elements_x", 15); }
 int PMPI_T_category_changed() { return ethervia_unimplemented("MPI_T_category_changed", 15); }
 int PMPI_T_category_get_categories() { return ethervia_unimplemented("MPI_T_category_get_categories", 15); }
