@@ -65,12 +65,7 @@ func PMPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra 
 		return ret("MPI_Comm_create_keyval", errorf(errArg, "NULL keyval"))
 	}
 	lib.mu.Lock()
-	if lib.keyvals == nil {
-		lib.keyvals, lib.nextKey = make(map[int32]*keyval), keyFirst
-	}
-	k := lib.nextKey
-	lib.nextKey++
-	lib.keyvals[k] = &keyval{copyFn: copyFn, deleteFn: deleteFn, extra: extra}
+	k := lib.keyvals.add(keyFirst, &keyval{copyFn: copyFn, deleteFn: deleteFn, extra: extra})
 	lib.mu.Unlock()
 	*key = C.int(k)
 	return errSuccess
@@ -88,7 +83,7 @@ func PMPI_Comm_free_keyval(key *C.int) (mpirc C.int) {
 		return ret("MPI_Comm_free_keyval", errorf(errArg, "NULL keyval"))
 	}
 	lib.mu.Lock()
-	kv := lib.keyvals[int32(*key)]
+	kv := lib.keyvals.at(int32(*key))
 	if kv != nil {
 		kv.freed = true // attributes already set keep it until deleted
 	}
@@ -111,7 +106,7 @@ func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val unsafe.Pointer) (mpirc C
 		return retc(comm, "MPI_Comm_set_attr", err)
 	}
 	lib.mu.Lock()
-	kv := lib.keyvals[int32(key)]
+	kv := lib.keyvals.at(int32(key))
 	old, had := ce.attrs[int32(key)]
 	lib.mu.Unlock()
 	if kv == nil || kv.freed {
@@ -157,7 +152,7 @@ func PMPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.
 		var a attr
 		a, ok = ce.attrs[int32(key)]
 		val = a.val
-		known = lib.keyvals[int32(key)] != nil
+		known = lib.keyvals.has(int32(key))
 	}
 	lib.mu.Unlock()
 	if !known {
@@ -184,7 +179,7 @@ func PMPI_Comm_delete_attr(comm C.MPI_Comm, key C.int) (mpirc C.int) {
 		return retc(comm, "MPI_Comm_delete_attr", err)
 	}
 	lib.mu.Lock()
-	kv := lib.keyvals[int32(key)]
+	kv := lib.keyvals.at(int32(key))
 	a, had := ce.attrs[int32(key)]
 	lib.mu.Unlock()
 	if kv == nil || !had {
@@ -226,7 +221,7 @@ func deleteAll(ce *commEntry) int {
 	first := 0
 	for _, k := range keys {
 		lib.mu.Lock()
-		kv, a := lib.keyvals[k], ce.attrs[k]
+		kv, a := lib.keyvals.at(k), ce.attrs[k]
 		lib.mu.Unlock()
 		if kv == nil {
 			continue
@@ -249,7 +244,7 @@ func copyAttrs(ce, ne *commEntry) int {
 	}
 	var all []kva
 	for k, a := range ce.attrs {
-		if kv := lib.keyvals[k]; kv != nil && kv.copyFn != nil {
+		if kv := lib.keyvals.at(k); kv != nil && kv.copyFn != nil {
 			all = append(all, kva{k, kv, a})
 		}
 	}

@@ -72,7 +72,7 @@ func layoutOf(dt C.MPI_Datatype) (l *layout, committed bool, err error) {
 		return l, true, nil
 	}
 	lib.mu.Lock()
-	te := lib.types[int32(dt)]
+	te := lib.types.at(int32(dt))
 	lib.mu.Unlock()
 	if te == nil {
 		if h == datatypeNull {
@@ -97,12 +97,7 @@ func newType(l *layout, out *C.MPI_Datatype) error {
 		return errorf(errArg, "NULL result datatype")
 	}
 	lib.mu.Lock()
-	if lib.types == nil {
-		lib.types, lib.nextType = make(map[int32]*typeEntry), typeFirst
-	}
-	h := lib.nextType
-	lib.nextType++
-	lib.types[h] = &typeEntry{l: l}
+	h := lib.types.add(typeFirst, &typeEntry{l: l})
 	lib.mu.Unlock()
 	*out = C.MPI_Datatype(h)
 	return nil
@@ -307,7 +302,7 @@ func PMPI_Type_dup(old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 		return ret("MPI_Type_dup", err)
 	}
 	lib.mu.Lock()
-	lib.types[int32(*out)].committed = committed
+	lib.types.at(int32(*out)).committed = committed
 	lib.mu.Unlock()
 	return errSuccess
 }
@@ -319,7 +314,7 @@ func PMPI_Type_commit(dt *C.MPI_Datatype) (mpirc C.int) {
 		return errSuccess
 	}
 	lib.mu.Lock()
-	te := lib.types[int32(*dt)]
+	te := lib.types.at(int32(*dt))
 	if te != nil {
 		te.committed = true
 	}
@@ -337,8 +332,7 @@ func PMPI_Type_commit(dt *C.MPI_Datatype) (mpirc C.int) {
 func PMPI_Type_free(dt *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_free", &mpirc)
 	lib.mu.Lock()
-	_, ok := lib.types[int32(*dt)]
-	delete(lib.types, int32(*dt))
+	ok := lib.types.del(int32(*dt))
 	lib.mu.Unlock()
 	if !ok {
 		return ret("MPI_Type_free", errorf(errType, "datatype %#x is not a derived datatype", uint32(*dt)))

@@ -18,7 +18,7 @@ const errhFirst = -0x6c000000 // 0x94000000 as an int32
 func (l *library) userHandler(h int32) *errhandler {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.errhs[h]
+	return l.errhs.at(h)
 }
 
 // validHandler reports whether h names an error handler. l.mu is held.
@@ -27,7 +27,7 @@ func (l *library) validHandler(h int32) bool {
 	case errorsAreFatal, errorsReturn, errorsAbort:
 		return true
 	}
-	return l.errhs[h] != nil
+	return l.errhs.has(h)
 }
 
 //export PMPI_Comm_create_errhandler
@@ -37,12 +37,7 @@ func PMPI_Comm_create_errhandler(fn unsafe.Pointer, eh *C.MPI_Errhandler) (mpirc
 		return ret("MPI_Comm_create_errhandler", errorf(errArg, "NULL function or handle"))
 	}
 	lib.mu.Lock()
-	if lib.errhs == nil {
-		lib.errhs, lib.nextErrh = make(map[int32]*errhandler), errhFirst
-	}
-	h := lib.nextErrh
-	lib.nextErrh++
-	lib.errhs[h] = &errhandler{fn: fn}
+	h := lib.errhs.add(errhFirst, &errhandler{fn: fn})
 	lib.mu.Unlock()
 	*eh = C.MPI_Errhandler(h)
 	return errSuccess

@@ -33,7 +33,8 @@ func (l *library) group(h C.MPI_Group) ([]int, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if g, ok := l.groups[int32(h)]; ok {
+	if l.groups.has(int32(h)) {
+		g := l.groups.at(int32(h))
 		return g, nil
 	}
 	return nil, errorf(errArg, "invalid group %#x", uint32(h))
@@ -48,12 +49,7 @@ func (l *library) addGroup(g []int, out *C.MPI_Group) error {
 		return nil
 	}
 	l.mu.Lock()
-	if l.groups == nil {
-		l.groups, l.nextGroup = make(map[int32][]int), groupFirst
-	}
-	h := l.nextGroup
-	l.nextGroup++
-	l.groups[h] = g
+	h := l.groups.add(groupFirst, g)
 	l.mu.Unlock()
 	*out = C.MPI_Group(h)
 	return nil
@@ -117,7 +113,7 @@ func PMPI_Group_free(h *C.MPI_Group) (mpirc C.int) {
 			return ret("MPI_Group_free", err)
 		}
 		lib.mu.Lock()
-		delete(lib.groups, int32(*h))
+		lib.groups.del(int32(*h))
 		lib.mu.Unlock()
 	}
 	*h = groupNull

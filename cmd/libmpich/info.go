@@ -32,7 +32,7 @@ func (in *info) find(k string) int { return slices.Index(in.keys, k) }
 func (l *library) info(h C.MPI_Info) (*info, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if in := l.infos[int32(h)]; in != nil {
+	if in := l.infos.at(int32(h)); in != nil {
 		return in, nil
 	}
 	if h == infoEnv {
@@ -43,12 +43,7 @@ func (l *library) info(h C.MPI_Info) (*info, error) {
 
 func (l *library) addInfo(in *info, out *C.MPI_Info) {
 	l.mu.Lock()
-	if l.infos == nil {
-		l.infos, l.nextInfo = make(map[int32]*info), infoFirst
-	}
-	h := l.nextInfo
-	l.nextInfo++
-	l.infos[h] = in
+	h := l.infos.add(infoFirst, in)
 	l.mu.Unlock()
 	*out = C.MPI_Info(h)
 }
@@ -90,8 +85,7 @@ func PMPI_Info_dup(h C.MPI_Info, out *C.MPI_Info) (mpirc C.int) {
 func PMPI_Info_free(h *C.MPI_Info) (mpirc C.int) {
 	defer guard("MPI_Info_free", &mpirc)
 	lib.mu.Lock()
-	_, ok := lib.infos[int32(*h)]
-	delete(lib.infos, int32(*h))
+	ok := lib.infos.del(int32(*h))
 	lib.mu.Unlock()
 	if !ok {
 		return ret("MPI_Info_free", errorf(errArg, "invalid info %#x", uint32(*h)))

@@ -111,28 +111,22 @@ var errText = map[int]string{
 // process-wide state by nature (MPI_COMM_WORLD is a constant), so this is the
 // one package-level variable; every field is guarded by mu.
 type library struct {
-	mu        sync.Mutex
-	state     int // 0 before MPI_Init, 1 initialized, 2 finalized
-	world     *mplite.Comm
-	comms     map[int32]*commEntry
-	nextComm  int32
-	reqs      reqTable
-	bsends    []*mplite.Request // buffered sends not yet complete
-	bufAddr   uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
-	bufSize   int
-	errhs     map[int32]*errhandler // user error handlers by handle
-	nextErrh  int32
-	keyvals   map[int32]*keyval    // user attribute keys
-	types     map[int32]*typeEntry // derived datatypes
-	groups    map[int32][]int      // groups: world ranks in group order
-	ops       map[int32]*userOp    // user reduction operations
-	infos     map[int32]*info      // MPI_Info objects
-	nextInfo  int32
-	nextOp    int32
-	nextGroup int32
-	nextType  int32
-	nextKey   int32
-	attrVals  unsafe.Pointer // C memory for the predefined attributes' values
+	mu       sync.Mutex
+	state    int // 0 before MPI_Init, 1 initialized, 2 finalized
+	world    *mplite.Comm
+	comms    map[int32]*commEntry
+	nextComm int32
+	reqs     reqTable
+	bsends   []*mplite.Request // buffered sends not yet complete
+	bufAddr  uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
+	bufSize  int
+	errhs    handles[*errhandler] // user error handlers
+	keyvals  handles[*keyval]     // user attribute keys
+	types    handles[*typeEntry]  // derived datatypes
+	groups   handles[[]int]       // groups: world ranks in group order
+	ops      handles[*userOp]     // user reduction operations
+	infos    handles[*info]       // MPI_Info objects
+	attrVals unsafe.Pointer       // C memory for the predefined attributes' values
 }
 
 var lib = &library{}

@@ -38,12 +38,7 @@ func PMPI_Op_create(fn unsafe.Pointer, commute C.int, op *C.MPI_Op) (mpirc C.int
 		return ret("MPI_Op_create", errorf(errArg, "NULL function or result"))
 	}
 	lib.mu.Lock()
-	if lib.ops == nil {
-		lib.ops, lib.nextOp = make(map[int32]*userOp), opFirst
-	}
-	h := lib.nextOp
-	lib.nextOp++
-	lib.ops[h] = &userOp{fn: fn, commute: commute != 0}
+	h := lib.ops.add(opFirst, &userOp{fn: fn, commute: commute != 0})
 	lib.mu.Unlock()
 	*op = C.MPI_Op(h)
 	return errSuccess
@@ -53,8 +48,7 @@ func PMPI_Op_create(fn unsafe.Pointer, commute C.int, op *C.MPI_Op) (mpirc C.int
 func PMPI_Op_free(op *C.MPI_Op) (mpirc C.int) {
 	defer guard("MPI_Op_free", &mpirc)
 	lib.mu.Lock()
-	_, ok := lib.ops[int32(*op)]
-	delete(lib.ops, int32(*op))
+	ok := lib.ops.del(int32(*op))
 	lib.mu.Unlock()
 	if !ok {
 		return ret("MPI_Op_free", errorf(errOp, "operation %#x is not a user operation", uint32(*op)))
@@ -71,7 +65,7 @@ func PMPI_Op_commutative(op C.MPI_Op, commute *C.int) (mpirc C.int) {
 		return errSuccess
 	}
 	lib.mu.Lock()
-	u := lib.ops[int32(op)]
+	u := lib.ops.at(int32(op))
 	lib.mu.Unlock()
 	if u == nil {
 		return ret("MPI_Op_commutative", errorf(errOp, "invalid operation %#x", uint32(op)))

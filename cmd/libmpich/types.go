@@ -174,7 +174,7 @@ func reducer(op C.MPI_Op, dt C.MPI_Datatype) (mplite.Reducer, error) {
 	}
 	if uint32(op)&0xff000000 != 0x58000000 {
 		lib.mu.Lock()
-		u := lib.ops[int32(op)]
+		u := lib.ops.at(int32(op))
 		lib.mu.Unlock()
 		if u == nil {
 			return mplite.Reducer{}, errorf(errOp, "invalid operation %#x", uint32(op))
