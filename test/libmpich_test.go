@@ -156,6 +156,18 @@ func TestLibmpich(t *testing.T) {
 			})
 		}
 	}
+	// With a CPU to spare per rank (GOMAXPROCS 2), nonblocking collectives
+	// run in each communicator's worker thread instead of at Wait.
+	t.Run("nbc/np=4/worker", func(t *testing.T) {
+		out, errOut, err := runEnv(t, 3*time.Minute, []string{"LD_LIBRARY_PATH=" + dir, "GOMAXPROCS=2"}, mprun,
+			"-np", "4", "-timeout", "150s", "--", filepath.Join(dir, "nbc"))
+		if err != nil {
+			t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
+		}
+		if want, got := ref["nbc/4"], resultLines(out, "N"); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
+		}
+	})
 	// Errors under the default handler (MPI_ERRORS_ARE_FATAL) end the job
 	// on both libraries: a bad rank, and a NULL result pointer (which must
 	// not become a Go panic crossing the ABI).

@@ -8,7 +8,10 @@ import "C"
 import (
 	"errors"
 	"runtime"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,17 +19,27 @@ import (
 
 // Nonblocking collectives. A communicator's first one starts a worker: a
 // goroutine on a thread of its own that runs the communicator's
-// collectives one at a time in the order they were started, so it makes
-// progress while the program computes. A blocking collective started while
+// collectives one at a time in the order they were started, so they make
+// progress while the program computes when the rank has a CPU to spare
+// (GOMAXPROCS above one); otherwise they run when the program tests or
+// waits for them. A blocking collective started while
 // nonblocking ones are pending waits its turn in the same queue (MPI
 // orders all collectives of a communicator alike on every rank); with
 // none pending it runs at once on the calling thread, as before.
 
-// nbcQueue is a communicator's collective worker.
+// nbcQueue is a communicator's collective worker and its queue. Either
+// the worker or a thread waiting for one of the queued operations runs
+// them, one owner at a time, in order: a waiter that finds the worker idle
+// runs the operations up to its own itself rather than wake the worker and
+// sleep (two thread hand-offs, more than a small collective takes here).
 type nbcQueue struct {
-	ops     chan *nbcOp
-	pending atomic.Int32 // queued or running
-	tid     int          // the worker's thread
+	mu      sync.Mutex
+	list    []*nbcOp // queued, not yet started
+	busy    bool     // an owner is running operations
+	stop    bool
+	wake    chan struct{} // the worker's doorbell
+	pending atomic.Int32  // queued or running
+	owner   atomic.Int64  // the thread running the queue's operations
 }
 
 // nbcOp is one queued collective.
@@ -43,13 +56,108 @@ type raised struct{ code int }
 
 func (r raised) Error() string { return errText[r.code] }
 
-func (q *nbcQueue) work(started chan<- int) {
-	runtime.LockOSThread() // a fixed thread: coll knows the worker by it
-	started <- unix.Gettid()
-	for op := range q.ops {
+// take makes the caller the owner and removes the queued operations up to
+// and including upto (all of them when upto is nil); ok is false when
+// another owner is busy.
+func (q *nbcQueue) take(upto *nbcOp) ([]*nbcOp, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.busy || len(q.list) == 0 {
+		return nil, false
+	}
+	n := len(q.list)
+	if upto != nil {
+		i := slices.Index(q.list, upto)
+		if i < 0 {
+			return nil, false
+		}
+		n = i + 1
+	}
+	ops := slices.Clone(q.list[:n])
+	q.list = slices.Delete(q.list, 0, n)
+	q.busy = true
+	q.owner.Store(int64(unix.Gettid()))
+	return ops, true
+}
+
+// runAll runs taken operations in order, then gives up ownership and
+// rings the worker if more are queued.
+func (q *nbcQueue) runAll(ops []*nbcOp) {
+	for _, op := range ops {
 		op.err = op.run()
 		close(op.done)
 		q.pending.Add(-1)
+	}
+	q.mu.Lock()
+	q.busy = false
+	q.owner.Store(0)
+	more := len(q.list) > 0
+	q.mu.Unlock()
+	if more {
+		q.ring()
+	}
+}
+
+func (q *nbcQueue) ring() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *nbcQueue) work() {
+	runtime.LockOSThread() // owner is known by thread id
+	for range q.wake {
+		for {
+			ops, ok := q.take(nil)
+			if !ok {
+				break
+			}
+			q.runAll(ops)
+		}
+		q.mu.Lock()
+		stop := q.stop && len(q.list) == 0 && !q.busy
+		q.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// poll runs op (and the operations queued before it) on the calling
+// thread if no owner is busy, and reports whether op is done.
+func (q *nbcQueue) poll(op *nbcOp) bool {
+	if ops, ok := q.take(op); ok {
+		q.runAll(ops)
+	}
+	select {
+	case <-op.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// await waits for op: it runs it (and the operations queued before it) on
+// the calling thread when no owner is busy, else sleeps until it is done.
+func (q *nbcQueue) await(op *nbcOp) error {
+	for {
+		select {
+		case <-op.done:
+			return op.err
+		default:
+		}
+		if ops, ok := q.take(op); ok {
+			q.runAll(ops)
+			continue
+		}
+		select {
+		case <-op.done:
+			return op.err
+		case <-time.After(time.Millisecond):
+			// The owner may have finished without reaching op (a
+			// waiter's run stops at its own operation): look again.
+		}
 	}
 }
 
@@ -58,11 +166,8 @@ func (ce *commEntry) queue() *nbcQueue {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	if ce.nbc == nil {
-		q := &nbcQueue{ops: make(chan *nbcOp, 4096)}
-		started := make(chan int)
-		go q.work(started)
-		q.tid = <-started
-		ce.nbc = q
+		ce.nbc = &nbcQueue{wake: make(chan struct{}, 1)}
+		go ce.nbc.work()
 	}
 	return ce.nbc
 }
@@ -78,21 +183,29 @@ func (ce *commEntry) enqueue(f func() error) *nbcOp {
 	q := ce.queue()
 	op := &nbcOp{run: f, done: make(chan struct{})}
 	q.pending.Add(1)
-	q.ops <- op
+	q.mu.Lock()
+	q.list = append(q.list, op)
+	q.mu.Unlock()
+	if runtime.GOMAXPROCS(0) > 1 {
+		// A CPU to spare: the worker runs it while the program computes.
+		// With one (mprun gives each rank its share), a worker would
+		// only take that CPU from the computation: the operation runs
+		// when the program waits for it or tests it, as in MPICH and
+		// Open MPI.
+		q.ring()
+	}
 	return op
 }
 
 // coll runs a collective operation of ce: at once when no nonblocking
-// collective is pending (or when called by the worker itself), else after
-// the pending ones, in the worker.
+// collective is pending (or when the caller is running the queue), else
+// after the pending ones.
 func (ce *commEntry) coll(f func() error) error {
 	q := ce.worker()
-	if q == nil || q.pending.Load() == 0 || unix.Gettid() == q.tid {
+	if q == nil || q.pending.Load() == 0 || int64(unix.Gettid()) == q.owner.Load() {
 		return f()
 	}
-	op := ce.enqueue(f)
-	<-op.done
-	return op.err
+	return q.await(ce.enqueue(f))
 }
 
 // stopWorker ends ce's worker once its queue is empty (MPI_Comm_free,
@@ -103,7 +216,10 @@ func (ce *commEntry) stopWorker() {
 	ce.nbc = nil
 	lib.mu.Unlock()
 	if q != nil {
-		close(q.ops)
+		q.mu.Lock()
+		q.stop = true
+		q.mu.Unlock()
+		q.ring()
 	}
 }
 
@@ -238,6 +354,15 @@ func PMPI_Ireduce_scatter_block(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI
 func PMPI_Ireduce_scatter(sbuf, rbuf unsafe.Pointer, counts *C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Ireduce_scatter", &mpirc)
 	return startNBC("MPI_Ireduce_scatter", comm, req, func() C.int { return PMPI_Reduce_scatter(sbuf, rbuf, counts, dt, op, comm) })
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // isRaised reports an error whose handler was already called.

@@ -98,8 +98,12 @@ func (q *request) wait() {
 	switch {
 	case q.done:
 	case q.nbc != nil:
-		<-q.nbc.done
-		q.finish(mplite.Status{}, q.nbc.err)
+		if w := q.ce.worker(); w != nil {
+			q.finish(mplite.Status{}, w.await(q.nbc))
+		} else {
+			<-q.nbc.done // the communicator was freed: its worker drains
+			q.finish(mplite.Status{}, q.nbc.err)
+		}
 	default:
 		q.finish(q.r.Wait())
 	}
@@ -109,10 +113,8 @@ func (q *request) test() bool {
 	switch {
 	case q.done:
 	case q.nbc != nil:
-		select {
-		case <-q.nbc.done:
+		if w := q.ce.worker(); (w != nil && w.poll(q.nbc)) || (w == nil && isClosed(q.nbc.done)) {
 			q.finish(mplite.Status{}, q.nbc.err)
-		default:
 		}
 	default:
 		if ok, st, err := q.r.Test(); ok {
