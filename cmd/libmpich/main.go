@@ -126,6 +126,7 @@ type library struct {
 	groups   handles[[]int]       // groups: world ranks in group order
 	ops      handles[*userOp]     // user reduction operations
 	infos    handles[*info]       // MPI_Info objects
+	stages   [][]byte             // staging copies kept for reuse (tbuf)
 	attrVals unsafe.Pointer       // C memory for the predefined attributes' values
 }
 

@@ -83,6 +83,8 @@ func (q *request) finish(st mplite.Status, err error) {
 	if q.recv {
 		q.stage.unpack(st.Count)
 	}
+	q.stage.release()
+	q.stage = tbuf{}
 	if q.cancelAsked && q.r != nil {
 		q.cancelled = q.r.Cancelled()
 	}
@@ -225,7 +227,9 @@ func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, t
 	if err != nil || dest == procNull {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.c.Send(b.b, int(dest), int(tag)))
+	err = ce.c.Send(b.b, int(dest), int(tag))
+	b.release()
+	return retc(comm, fn, err)
 }
 
 // p2pArgs checks a point-to-point call's arguments and views its buffer;
@@ -267,7 +271,9 @@ func PMPI_Ssend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.
 	if err != nil || dest == procNull {
 		return retc(comm, "MPI_Ssend", err)
 	}
-	return retc(comm, "MPI_Ssend", ce.c.Ssend(b.b, int(dest), int(tag)))
+	err = ce.c.Ssend(b.b, int(dest), int(tag))
+	b.release()
+	return retc(comm, "MPI_Ssend", err)
 }
 
 //export PMPI_Bsend
@@ -280,6 +286,7 @@ func PMPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.
 	// A buffered send must not wait for the receiver: copy and Isend; the
 	// copies are completed by MPI_Buffer_detach or MPI_Finalize.
 	cp := append([]byte(nil), b.b...)
+	b.release()
 	r, err := ce.c.Isend(cp, int(dest), int(tag))
 	if err != nil {
 		return retc(comm, "MPI_Bsend", err)
@@ -317,6 +324,7 @@ func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 	q := &request{ce: ce, recv: true}
 	q.finish(ce.c.Recv(b.b, s, int(tag)))
 	b.unpack(q.st.Count)
+	b.release()
 	q.status(st)
 	return retc(comm, "MPI_Recv", q.err)
 }
@@ -352,6 +360,8 @@ func PMPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest
 	q := &request{ce: ce, recv: true}
 	q.finish(ce.c.Sendrecv(sb.b, int(dest), int(stag), rb.b, s, int(rtag)))
 	rb.unpack(q.st.Count)
+	sb.release()
+	rb.release()
 	q.status(st)
 	return retc(comm, "MPI_Sendrecv", q.err)
 }
@@ -376,7 +386,7 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 		return retc(comm, fn, err)
 	}
 	q := lib.newReq()
-	q.ce = ce
+	q.ce, q.stage = ce, b // a send's staging copy is released at completion
 	if dest == procNull {
 		q.procNull, q.done = true, true
 	} else if q.r, err = start(ce.c, b.b, int(dest), int(tag)); err != nil {

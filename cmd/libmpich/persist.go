@@ -93,9 +93,8 @@ func start(q *request) error {
 	if err != nil {
 		return err
 	}
-	if p.kind == opRecv {
-		q.stage = t
-	} else {
+	q.stage = t // unpacked (receives) and released at completion
+	if p.kind != opRecv {
 		t.pack()
 	}
 	b := t.b

@@ -40,7 +40,36 @@ func typedBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) (tbuf, error) {
 	if n > 0 && p == nil && l.tlb == 0 {
 		return tbuf{}, errorf(errBuffer, "NULL buffer")
 	}
-	return tbuf{b: make([]byte, n), l: l, p: p, count: int(count)}, nil
+	return tbuf{b: lib.stageBuf(int(n)), l: l, p: p, count: int(count)}, nil
+}
+
+// maxStages bounds the staging copies kept for reuse.
+const maxStages = 16
+
+// stageBuf returns a staging copy of n bytes, reused if one is free: a
+// derived-datatype message then allocates nothing in steady state.
+func (l *library) stageBuf(n int) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, b := range l.stages {
+		if cap(b) >= n {
+			l.stages = append(l.stages[:i], l.stages[i+1:]...)
+			return b[:n]
+		}
+	}
+	return make([]byte, n)
+}
+
+// release gives a staging copy back once no operation uses it.
+func (t tbuf) release() {
+	if t.l == nil || t.b == nil {
+		return
+	}
+	lib.mu.Lock()
+	if len(lib.stages) < maxStages {
+		lib.stages = append(lib.stages, t.b)
+	}
+	lib.mu.Unlock()
 }
 
 // pack fills the staging copy from the caller's memory.
