@@ -10,6 +10,7 @@ typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
 typedef int MPI_Info;
+typedef int MPI_Message;
 typedef long MPI_Aint;
 typedef int MPI_Fint;
 typedef long MPI_Count;

@@ -132,8 +132,6 @@ int PMPI_Ibsend_c() { return ethervia_unimplemented("MPI_Ibsend_c", 15); }
 int PMPI_Iexscan_c() { return ethervia_unimplemented("MPI_Iexscan_c", 15); }
 int PMPI_Igather_c() { return ethervia_unimplemented("MPI_Igather_c", 15); }
 int PMPI_Igatherv_c() { return ethervia_unimplemented("MPI_Igatherv_c", 15); }
-int PMPI_Improbe() { return ethervia_unimplemented("MPI_Improbe", 15); }
-int PMPI_Imrecv() { return ethervia_unimplemented("MPI_Imrecv", 15); }
 int PMPI_Imrecv_c() { return ethervia_unimplemented("MPI_Imrecv_c", 15); }
 int PMPI_Ineighbor_allgather() { return ethervia_unimplemented("MPI_Ineighbor_allgather", 15); }
 int PMPI_Ineighbor_allgather_c() { return ethervia_unimplemented("MPI_Ineighbor_allgather_c", 15); }
@@ -165,8 +163,6 @@ int PMPI_Isendrecv_replace() { return ethervia_unimplemented("MPI_Isendrecv_repl
 int PMPI_Isendrecv_replace_c() { return ethervia_unimplemented("MPI_Isendrecv_replace_c", 15); }
 int PMPI_Issend_c() { return ethervia_unimplemented("MPI_Issend_c", 15); }
 int PMPI_Lookup_name() { return ethervia_unimplemented("MPI_Lookup_name", 15); }
-int PMPI_Mprobe() { return ethervia_unimplemented("MPI_Mprobe", 15); }
-int PMPI_Mrecv() { return ethervia_unimplemented("MPI_Mrecv", 15); }
 int PMPI_Mrecv_c() { return ethervia_unimplemented("MPI_Mrecv_c", 15); }
 int PMPI_Neighbor_allgather() { return ethervia_unimplemented("MPI_Neighbor_allgather", 15); }
 int PMPI_Neighbor_allgather_c() { return ethervia_unimplemented("MPI_Neighbor_allgather_c", 15); }

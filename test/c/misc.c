@@ -1,5 +1,6 @@
-/* misc.c: MPI_Info objects, communicator names, MPI_Is_thread_main and
- * the MPI_Status_set_* calls. Every result line starts with M<rank>; the
+/* misc.c: MPI_Info objects, communicator names, MPI_Is_thread_main, the
+ * MPI_Status_set_* calls and matched probes (Mprobe, Improbe, Mrecv,
+ * Imrecv). Every result line starts with M<rank>; the
  * test compares them with MPICH's. */
 #include <mpi.h>
 #include <stdio.h>
@@ -62,6 +63,30 @@ int main(int argc, char **argv) {
 	int bytes;
 	MPI_Get_count(&st, MPI_BYTE, &bytes);
 	OUT("status: count %d elements %d bytes %d cancelled %d source %d tag %d", n, len, bytes, flag, st.MPI_SOURCE, st.MPI_TAG);
+	/* matched probes: each rank sends two messages to the next; the
+	 * next takes the second (tag 6) first, then the first */
+	int next = (rank + 1) % size, prev = (rank + size - 1) % size, v1 = rank * 10 + 1, v2[3] = {rank, rank * 2, rank * 3}, got1,
+	    got2[3];
+	MPI_Request sr[2], rr;
+	MPI_Isend(&v1, 1, MPI_INT, next, 5, MPI_COMM_WORLD, &sr[0]);
+	MPI_Isend(v2, 3, MPI_INT, next, 6, MPI_COMM_WORLD, &sr[1]);
+	MPI_Message m1, m2;
+	MPI_Mprobe(prev, 6, MPI_COMM_WORLD, &m2, &st);
+	MPI_Get_count(&st, MPI_INT, &n);
+	flag = 0;
+	while (!flag)
+		MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &m1, MPI_STATUS_IGNORE);
+	MPI_Imrecv(&got1, 1, MPI_INT, &m1, &rr);
+	MPI_Mrecv(got2, 3, MPI_INT, &m2, &st);
+	MPI_Wait(&rr, MPI_STATUS_IGNORE);
+	MPI_Status sst[2];
+	MPI_Waitall(2, sr, sst);
+	OUT("Mprobe: count %d, got %d and %d %d %d from %d tag %d; handles null %d", n, got1, got2[0], got2[1], got2[2], st.MPI_SOURCE,
+	    st.MPI_TAG, m1 == MPI_MESSAGE_NULL && m2 == MPI_MESSAGE_NULL);
+	MPI_Mprobe(MPI_PROC_NULL, 0, MPI_COMM_WORLD, &m1, &st);
+	OUT("Mprobe of MPI_PROC_NULL: no-proc %d source %d", m1 == MPI_MESSAGE_NO_PROC, st.MPI_SOURCE);
+	MPI_Mrecv(&got1, 1, MPI_INT, &m1, &st);
+	OUT("Mrecv of it: source %d null %d", st.MPI_SOURCE, m1 == MPI_MESSAGE_NULL);
 	MPI_Finalize();
 	return 0;
 }
