@@ -453,3 +453,54 @@ func PMPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Da
 	}
 	return retc(comm, fn, ce.coll(func() error { return ce.c.Alltoallv(send, sc, sd, recv, rc, rd) }))
 }
+
+// MPI_Alltoallw sends each rank a block of its own datatype at its own
+// byte displacement: the blocks are packed into one buffer each way and
+// exchanged with mplite's Alltoallv.
+//
+//export PMPI_Alltoallw
+func PMPI_Alltoallw(sbuf unsafe.Pointer, scounts, sdispls *C.int, stypes *C.MPI_Datatype,
+	rbuf unsafe.Pointer, rcounts, rdispls *C.int, rtypes *C.MPI_Datatype, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Alltoallw", &mpirc)
+	const fn = "MPI_Alltoallw"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	if isInPlace(sbuf) {
+		return retc(comm, fn, errorf(errBuffer, "MPI_IN_PLACE is not supported in MPI_Alltoallw"))
+	}
+	n := ce.c.Size()
+	blocks := func(p unsafe.Pointer, counts, displs *C.int, types *C.MPI_Datatype) ([]tbuf, []int, []int, int, error) {
+		cs, ds, ts := cInts(counts, n), cInts(displs, n), unsafe.Slice(types, n)
+		bufs, bc, bd := make([]tbuf, n), make([]int, n), make([]int, n)
+		off := 0
+		for i := 0; i < n; i++ {
+			t, err := collBuf(unsafe.Add(p, int(ds[i])), cs[i], ts[i])
+			if err != nil {
+				return nil, nil, nil, 0, err
+			}
+			bufs[i], bc[i], bd[i] = t, len(t.b), off
+			off += len(t.b)
+		}
+		return bufs, bc, bd, off, nil
+	}
+	sbufs, sc, sd, stotal, err := blocks(sbuf, scounts, sdispls, stypes)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	rbufs, rc, rd, rtotal, err := blocks(rbuf, rcounts, rdispls, rtypes)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	send, recv := make([]byte, stotal), make([]byte, rtotal)
+	for i, t := range sbufs {
+		copy(send[sd[i]:], t.b)
+	}
+	err = ce.coll(func() error { return ce.c.Alltoallv(send, sc, sd, recv, rc, rd) })
+	for i, t := range rbufs {
+		copy(t.b, recv[rd[i]:rd[i]+rc[i]])
+		t.unpack(len(t.b))
+	}
+	return retc(comm, fn, err)
+}

@@ -75,6 +75,9 @@ type request struct {
 	stage tbuf // a receive's buffer, unpacked at completion (derived datatypes)
 
 	nbc *nbcOp // a nonblocking collective, run by its communicator's worker
+
+	r2     *mplite.Request // MPI_Isendrecv's send; r is its receive
+	stage2 tbuf            // r2's staging copy
 }
 
 // finish records the completion of the operation (once).
@@ -85,6 +88,8 @@ func (q *request) finish(st mplite.Status, err error) {
 	}
 	q.stage.release()
 	q.stage = tbuf{}
+	q.stage2.release()
+	q.stage2 = tbuf{}
 	if q.cancelAsked && q.r != nil {
 		q.cancelled = q.r.Cancelled()
 	}
@@ -107,7 +112,13 @@ func (q *request) wait() {
 			q.finish(mplite.Status{}, q.nbc.err)
 		}
 	default:
-		q.finish(q.r.Wait())
+		st, err := q.r.Wait()
+		if q.r2 != nil {
+			if _, err2 := q.r2.Wait(); err == nil {
+				err = err2
+			}
+		}
+		q.finish(st, err)
 	}
 }
 
@@ -119,7 +130,14 @@ func (q *request) test() bool {
 			q.finish(mplite.Status{}, q.nbc.err)
 		}
 	default:
-		if ok, st, err := q.r.Test(); ok {
+		ok, st, err := q.r.Test()
+		if ok && q.r2 != nil {
+			var err2 error
+			if ok, _, err2 = q.r2.Test(); ok && err == nil {
+				err = err2
+			}
+		}
+		if ok {
 			q.finish(st, err)
 		}
 	}
@@ -188,6 +206,9 @@ func (l *library) release(h *C.MPI_Request, q *request, st *C.MPI_Status) error 
 	err := q.err
 	if q.r != nil {
 		q.r.Free()
+	}
+	if q.r2 != nil {
+		q.r2.Free()
 	}
 	if q.persist != nil {
 		// A persistent request keeps its handle: it becomes inactive.

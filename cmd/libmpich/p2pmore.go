@@ -143,3 +143,86 @@ func PMPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, d
 	q.status(st)
 	return retc(comm, "MPI_Sendrecv_replace", q.err)
 }
+
+// isendrecv starts a send and a receive as one request, completing when
+// both have; send is the packed outgoing data.
+func isendrecv(fn string, ce *commEntry, send []byte, sstage tbuf, dest, stag C.int, recv tbuf, src, rtag C.int,
+	comm C.MPI_Comm, req *C.MPI_Request) C.int {
+	q := lib.newReq()
+	q.ce, q.recv, q.stage, q.stage2 = ce, true, recv, sstage
+	var err error
+	if src == procNull || dest == procNull {
+		err = errorf(errRank, "MPI_PROC_NULL in a nonblocking send-receive is not supported")
+	} else if s, serr := source(src); serr != nil {
+		err = serr
+	} else if q.r, err = ce.c.Irecv(recv.b, s, int(rtag)); err == nil {
+		q.r2, err = ce.c.Isend(send, int(dest), int(stag))
+	}
+	if err != nil {
+		lib.drop(q)
+		return retc(comm, fn, err)
+	}
+	return retc(comm, fn, lib.handOut(q, req))
+}
+
+//export PMPI_Isendrecv
+func PMPI_Isendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest, stag C.int,
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Isendrecv", &mpirc)
+	ce, sb, err := p2pArgs(sbuf, scount, stype, stag, false, comm)
+	if err != nil {
+		return retc(comm, "MPI_Isendrecv", err)
+	}
+	_, rb, err := p2pArgs(rbuf, rcount, rtype, rtag, true, comm)
+	if err != nil {
+		return retc(comm, "MPI_Isendrecv", err)
+	}
+	return isendrecv("MPI_Isendrecv", ce, sb.b, sb, dest, stag, rb, src, rtag, comm, req)
+}
+
+//export PMPI_Isendrecv_replace
+func PMPI_Isendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, stag, src, rtag C.int,
+	comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Isendrecv_replace", &mpirc)
+	ce, t, err := p2pArgs(buf, count, dt, stag, false, comm)
+	if err == nil {
+		err = checkTag(rtag, true)
+	}
+	if err != nil {
+		return retc(comm, "MPI_Isendrecv_replace", err)
+	}
+	out := append([]byte(nil), t.b...)
+	return isendrecv("MPI_Isendrecv_replace", ce, out, tbuf{}, dest, stag, t, src, rtag, comm, req)
+}
+
+// MPI_Comm_idup hands out the new communicator's handle at once; the
+// duplication runs in the communicator's collective queue, and the handle
+// may be used once the request completes.
+//
+//export PMPI_Comm_idup
+func PMPI_Comm_idup(comm C.MPI_Comm, newcomm *C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Comm_idup", &mpirc)
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return retc(comm, "MPI_Comm_idup", err)
+	}
+	ne, _ := newCommEntry(nil, true, ce)
+	h := lib.addComm(ne)
+	*newcomm = h
+	q := lib.newReq()
+	q.ce = ce
+	q.nbc = ce.enqueue(func() error {
+		c, err := ce.c.Dup()
+		if err != nil {
+			return err
+		}
+		lib.mu.Lock()
+		ne.c, ne.cart = c, ce.cart
+		lib.mu.Unlock()
+		if code := copyAttrs(ce, ne); code != 0 {
+			return errorf(code, "an attribute copy callback failed with %d", code)
+		}
+		return nil
+	})
+	return retc(comm, "MPI_Comm_idup", lib.handOut(q, req))
+}

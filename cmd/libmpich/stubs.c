@@ -53,7 +53,6 @@ int PMPI_Alltoall_init_c() { return ethervia_unimplemented("MPI_Alltoall_init_c"
 int PMPI_Alltoallv_c() { return ethervia_unimplemented("MPI_Alltoallv_c", 15); }
 int PMPI_Alltoallv_init() { return ethervia_unimplemented("MPI_Alltoallv_init", 15); }
 int PMPI_Alltoallv_init_c() { return ethervia_unimplemented("MPI_Alltoallv_init_c", 15); }
-int PMPI_Alltoallw() { return ethervia_unimplemented("MPI_Alltoallw", 15); }
 int PMPI_Alltoallw_c() { return ethervia_unimplemented("MPI_Alltoallw_c", 15); }
 int PMPI_Alltoallw_init() { return ethervia_unimplemented("MPI_Alltoallw_init", 15); }
 int PMPI_Alltoallw_init_c() { return ethervia_unimplemented("MPI_Alltoallw_init_c", 15); }
@@ -74,7 +73,6 @@ int PMPI_Comm_disconnect() { return ethervia_unimplemented("MPI_Comm_disconnect"
 int PMPI_Comm_dup_with_info() { return ethervia_unimplemented("MPI_Comm_dup_with_info", 15); }
 int PMPI_Comm_get_info() { return ethervia_unimplemented("MPI_Comm_get_info", 15); }
 int PMPI_Comm_get_parent() { return ethervia_unimplemented("MPI_Comm_get_parent", 15); }
-int PMPI_Comm_idup() { return ethervia_unimplemented("MPI_Comm_idup", 15); }
 int PMPI_Comm_idup_with_info() { return ethervia_unimplemented("MPI_Comm_idup_with_info", 15); }
 int PMPI_Comm_join() { return ethervia_unimplemented("MPI_Comm_join", 15); }
 int PMPI_Comm_remote_group() { return ethervia_unimplemented("MPI_Comm_remote_group", 15); }
@@ -157,9 +155,7 @@ int PMPI_Iscan_c() { return ethervia_unimplemented("MPI_Iscan_c", 15); }
 int PMPI_Iscatter_c() { return ethervia_unimplemented("MPI_Iscatter_c", 15); }
 int PMPI_Iscatterv_c() { return ethervia_unimplemented("MPI_Iscatterv_c", 15); }
 int PMPI_Isend_c() { return ethervia_unimplemented("MPI_Isend_c", 15); }
-int PMPI_Isendrecv() { return ethervia_unimplemented("MPI_Isendrecv", 15); }
 int PMPI_Isendrecv_c() { return ethervia_unimplemented("MPI_Isendrecv_c", 15); }
-int PMPI_Isendrecv_replace() { return ethervia_unimplemented("MPI_Isendrecv_replace", 15); }
 int PMPI_Isendrecv_replace_c() { return ethervia_unimplemented("MPI_Isendrecv_replace_c", 15); }
 int PMPI_Issend_c() { return ethervia_unimplemented("MPI_Issend_c", 15); }
 int PMPI_Lookup_name() { return ethervia_unimplemented("MPI_Lookup_name", 15); }

@@ -1,6 +1,7 @@
 /* nbc.c: nonblocking collectives: several outstanding on one
  * communicator, completed by Wait, Waitall and Test loops, a blocking
- * collective issued between start and completion, computation overlapped.
+ * collective issued between start and completion, computation overlapped;
+ * MPI_Isendrecv(_replace), MPI_Comm_idup and MPI_Alltoallw.
  * Every result line starts with N<rank>; the test compares them with
  * MPICH's. */
 #include <mpi.h>
@@ -66,6 +67,43 @@ int main(int argc, char **argv) {
 	MPI_Wait(&rd, MPI_STATUS_IGNORE);
 	MPI_Comm_free(&dup);
 	OUT("Iscan on a duplicate %d", y);
+	/* Isendrecv and Isendrecv_replace around the ring */
+	int right = (rank + 1) % size, left = (rank + size - 1) % size, o = rank * 3, i1 = -1, rep = rank * 5;
+	MPI_Request ir[2];
+	MPI_Status ist[2];
+	MPI_Isendrecv(&o, 1, MPI_INT, right, 8, &i1, 1, MPI_INT, left, 8, MPI_COMM_WORLD, &ir[0]);
+	MPI_Isendrecv_replace(&rep, 1, MPI_INT, right, 9, left, 9, MPI_COMM_WORLD, &ir[1]);
+	MPI_Waitall(2, ir, ist);
+	/* (the status is not compared: MPICH 4.0.2's is not the receive's) */
+	OUT("Isendrecv %d; Isendrecv_replace %d", i1, rep);
+
+	/* Comm_idup, used once complete */
+	MPI_Comm idup;
+	MPI_Request ri;
+	MPI_Comm_idup(MPI_COMM_WORLD, &idup, &ri);
+	MPI_Wait(&ri, MPI_STATUS_IGNORE);
+	int isum;
+	MPI_Allreduce(&rank, &isum, 1, MPI_INT, MPI_SUM, idup);
+	MPI_Comm_free(&idup);
+	OUT("Comm_idup: sum %d", isum);
+
+	/* Alltoallw: an int to and from each rank, at byte displacements */
+	int wsc[64], wsd[64], wrc[64], wrd[64];
+	MPI_Datatype wst[64], wrt[64];
+	int wsend[64];
+	for (int i = 0; i < size; i++) {
+		wsend[i] = rank * 100 + i;
+		wsc[i] = 1;
+		wsd[i] = i * (int)sizeof(int);
+		wst[i] = MPI_INT;
+		wrc[i] = 1;
+		wrt[i] = MPI_INT;
+	}
+	int wr[64];
+	for (int i = 0; i < size; i++)
+		wrd[i] = i * (int)sizeof(int);
+	MPI_Alltoallw(wsend, wsc, wsd, wst, wr, wrc, wrd, wrt, MPI_COMM_WORLD);
+	OUT("Alltoallw: %d %d", wr[0], wr[size - 1]);
 	MPI_Finalize();
 	return 0;
 }
