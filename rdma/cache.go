@@ -113,6 +113,12 @@ func (c *Cache) Get(buf []byte) (*Region, error) {
 	for c.overBounds(len(buf)) {
 		back := c.lru.prev
 		if back == &c.lru {
+			if c.aloneTooBig(len(buf)) {
+				// It could never fit: register it anyway, over the
+				// bound until it is released and evicted, rather than
+				// refuse a message for its size.
+				break
+			}
 			return nil, fmt.Errorf("rdma: cache: %d-byte buffer: %w", len(buf), ErrCacheFull)
 		}
 		if err := c.evict(back); err != nil {
@@ -130,6 +136,10 @@ func (c *Cache) Get(buf []byte) (*Region, error) {
 	c.use(e)
 	return r, nil
 }
+
+// aloneTooBig reports whether a buffer of n bytes exceeds the bytes bound
+// by itself.
+func (c *Cache) aloneTooBig(n int) bool { return c.maxBytes > 0 && int64(n) > c.maxBytes }
 
 func (c *Cache) overBounds(n int) bool {
 	return (c.maxEntries > 0 && len(c.entries)+1 > c.maxEntries) ||

@@ -94,3 +94,32 @@ func TestCacheFlush(t *testing.T) {
 	}
 	c.Put(ra)
 }
+
+// TestCacheTakesABufferLargerThanItsBound: a buffer that could never fit
+// under the bytes bound is registered anyway (a 2 GB message must move),
+// and evicted first once released; one that could fit but for entries in
+// use is still refused.
+func TestCacheTakesABufferLargerThanItsBound(t *testing.T) {
+	c := NewCache(NewTable(Limits{}), 1, RemoteWrite, 8, 1000)
+	small := make([]byte, 600)
+	rs, err := c.Get(small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 5000)
+	rb, err := c.Get(big)
+	if err != nil {
+		t.Fatalf("a buffer over the bound by itself: %v", err)
+	}
+	if _, err := c.Get(make([]byte, 500)); !errors.Is(err, ErrCacheFull) {
+		t.Fatalf("a buffer that fits but for entries in use: %v", err)
+	}
+	c.Put(rb)
+	c.Put(rs)
+	if _, err := c.Get(make([]byte, 900)); err != nil {
+		t.Fatalf("after releasing: %v", err)
+	}
+	if c.State(big) != Invalid {
+		t.Fatal("the oversized entry was kept over the bound")
+	}
+}
