@@ -95,13 +95,29 @@ func checkRuns(n int64) error {
 	return nil
 }
 
+// runsOf is checkRuns of the product of factors (each at least zero), which
+// it computes without overflowing.
+func runsOf(factors ...int64) error {
+	p := int64(1)
+	for _, f := range factors {
+		if f == 0 {
+			return nil
+		}
+		if f > maxRuns || p > maxRuns/f {
+			return errorf(errArg, "datatype of more than %d runs", maxRuns)
+		}
+		p *= f
+	}
+	return nil
+}
+
 // hvector places count blocks of blocklen elements of old, stride bytes
 // apart (MPI_Type_create_hvector; vector and contiguous are made of it).
 func hvector(count, blocklen int64, stride int64, old *layout) (*layout, error) {
 	if count < 0 || blocklen < 0 {
 		return nil, errorf(errCount, "negative count %d or block length %d", count, blocklen)
 	}
-	if err := checkRuns(count * blocklen * int64(len(old.runs))); err != nil {
+	if err := runsOf(count, blocklen, int64(len(old.runs))); err != nil {
 		return nil, err
 	}
 	b := newBuilder()
@@ -121,10 +137,13 @@ func hindexed(lens []int64, disps []int64, old *layout) (*layout, error) {
 		if n < 0 {
 			return nil, errorf(errCount, "negative block length %d", n)
 		}
-		total += n
-	}
-	if err := checkRuns(total * int64(len(old.runs))); err != nil {
-		return nil, err
+		if err := runsOf(n, int64(len(old.runs))); err != nil {
+			return nil, err
+		}
+		total += n * int64(len(old.runs))
+		if err := checkRuns(total); err != nil {
+			return nil, err
+		}
 	}
 	b := newBuilder()
 	for i, n := range lens {
@@ -144,10 +163,13 @@ func structOf(lens []int64, disps []int64, olds []*layout) (*layout, error) {
 		if n < 0 {
 			return nil, errorf(errCount, "negative block length %d", n)
 		}
+		if err := runsOf(n, int64(len(olds[i].runs))); err != nil {
+			return nil, err
+		}
 		total += n * int64(len(olds[i].runs))
-	}
-	if err := checkRuns(total); err != nil {
-		return nil, err
+		if err := checkRuns(total); err != nil {
+			return nil, err
+		}
 	}
 	b := newBuilder()
 	for i, n := range lens {
@@ -186,15 +208,23 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 			dims[i] = n - 1 - i
 		}
 	}
-	total := int64(1)
+	factors := []int64{int64(len(old.runs))}
 	for i := range sizes {
-		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i]+subsizes[i] > sizes[i] {
+		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i] > sizes[i]-subsizes[i] {
 			return nil, errorf(errArg, "dimension %d: size %d, subsize %d, start %d", i, sizes[i], subsizes[i], starts[i])
 		}
-		total *= subsizes[i]
+		factors = append(factors, subsizes[i])
 	}
-	if err := checkRuns(total * int64(len(old.runs))); err != nil {
+	if err := runsOf(factors...); err != nil {
 		return nil, err
+	}
+	// The array's extent too must be representable.
+	whole := int64(1)
+	for _, n := range sizes {
+		if n > (1<<62)/whole/max(old.extent(), 1) {
+			return nil, errorf(errArg, "a subarray of an array of more than 2^62 bytes")
+		}
+		whole *= n
 	}
 	// stride in elements of each dimension
 	stride := make([]int64, n)

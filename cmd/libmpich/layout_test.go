@@ -72,3 +72,72 @@ func TestLayoutStructPadsAndPackRoundTrips(t *testing.T) {
 		t.Fatal("unpack wrote past the message or into a gap")
 	}
 }
+
+// FuzzLayout builds layouts from a program's arguments (any counts,
+// strides and bounds) and checks that the constructors refuse or build
+// without panicking, that a layout's size is its runs' and its true
+// bounds hold them, and that pack then unpack restores every byte a
+// layout covers and touches no other.
+func FuzzLayout(f *testing.F) {
+	f.Add(int64(3), int64(2), int64(40), int64(4), int64(6), int64(2), int64(3), int64(1), int64(2), false, int64(0), int64(0))
+	f.Add(int64(1), int64(1), int64(-16), int64(2), int64(2), int64(1), int64(1), int64(0), int64(0), true, int64(-8), int64(32))
+	f.Add(int64(0), int64(5), int64(0), int64(1), int64(1), int64(1), int64(1), int64(0), int64(0), false, int64(4), int64(4))
+	f.Fuzz(func(t *testing.T, count, blocklen, stride, s0, s1, sub0, sub1, st0, st1 int64, fortran bool, lb, extent int64) {
+		d := basicLayout(0x4c00080b, 8)
+		var ls []*layout
+		if count < 64 && blocklen < 64 && count > -2 && blocklen > -2 {
+			if l, err := hvector(count, blocklen, stride, d); err == nil {
+				ls = append(ls, l)
+			}
+		}
+		if l, err := subarray([]int64{s0, s1}, []int64{sub0, sub1}, []int64{st0, st1}, fortran, d); err == nil && l.size <= 1<<16 {
+			ls = append(ls, l)
+		}
+		if len(ls) > 0 && extent > -1<<20 && extent < 1<<20 && lb > -1<<20 && lb < 1<<20 {
+			ls = append(ls, resized(ls[0], lb, extent))
+		}
+		for _, l := range ls {
+			var sum int64
+			for _, r := range l.runs {
+				sum += r.n
+				if r.off < l.tlb || r.off+r.n > l.tub {
+					t.Fatalf("run %v outside the true bounds %v", r, l)
+				}
+			}
+			if sum != l.size {
+				t.Fatalf("runs hold %d bytes, size %d", sum, l.size)
+			}
+			if l.tub-l.tlb > 1<<20 || l.extent() < 0 || l.extent() > 1<<20 || l.tlb < -1<<20 || l.tlb > 1<<20 {
+				continue
+			}
+			// base, the address of element 0, must lie inside the buffer:
+			// a Go pointer outside its object is invalid.
+			const elems = 2
+			b0 := 8 + max(0, -l.tlb)
+			span := b0 + max(l.tub, 0) + (elems-1)*l.extent() + 8
+			mem := make([]byte, span)
+			for i := range mem {
+				mem[i] = byte(i)
+			}
+			packed := make([]byte, elems*l.size)
+			if n := l.pack(packed, unsafe.Pointer(&mem[b0]), elems); n != len(packed) {
+				t.Fatalf("packed %d of %d", n, len(packed))
+			}
+			back := make([]byte, span)
+			l.unpack(unsafe.Pointer(&back[b0]), packed, elems)
+			covered := make([]bool, span)
+			for e := int64(0); e < elems; e++ {
+				for _, r := range l.runs {
+					for k := int64(0); k < r.n; k++ {
+						covered[b0+e*l.extent()+r.off+k] = true
+					}
+				}
+			}
+			for i := range back {
+				if covered[i] && back[i] != mem[i] || !covered[i] && back[i] != 0 {
+					t.Fatalf("byte %d: %d after the round trip (covered %v, was %d)", i, back[i], covered[i], mem[i])
+				}
+			}
+		}
+	})
+}
