@@ -212,7 +212,7 @@ func (l *library) release(h *C.MPI_Request, q *request, st *C.MPI_Status) error 
 	}
 	if q.persist != nil {
 		// A persistent request keeps its handle: it becomes inactive.
-		q.r, q.inactive, q.err, q.cancelAsked, q.cancelled = nil, true, nil, false, false
+		q.r, q.nbc, q.inactive, q.err, q.cancelAsked, q.cancelled = nil, nil, true, nil, false, false
 		return err
 	}
 	l.mu.Lock()

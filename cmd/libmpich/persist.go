@@ -15,7 +15,8 @@ import (
 
 // persistent is the operation a persistent request starts each time.
 type persistent struct {
-	kind  int // opSend, opSsend, opBsend or opRecv
+	kind  int          // opSend, opSsend, opBsend, opRecv or opColl
+	coll  func() C.int // opColl: the blocking collective each Start queues
 	buf   unsafe.Pointer
 	count C.int
 	dt    C.MPI_Datatype
@@ -29,6 +30,7 @@ const (
 	opSsend
 	opBsend
 	opRecv
+	opColl
 )
 
 // initPersistent checks the arguments as the nonblocking call would and
@@ -88,6 +90,16 @@ func start(q *request) error {
 	p := q.persist
 	if !q.inactive {
 		return errorf(errRequest, "MPI_Start on a request already active")
+	}
+	if p.kind == opColl {
+		q.done, q.inactive, q.err, q.st = false, false, nil, mplite.Status{}
+		q.nbc = q.ce.enqueue(func() error {
+			if rc := p.coll(); rc != errSuccess {
+				return raised{int(rc)}
+			}
+			return nil
+		})
+		return nil
 	}
 	t, err := typedBuf(p.buf, p.count, p.dt)
 	if err != nil {
@@ -176,4 +188,90 @@ func PMPI_Test_cancelled(st *C.MPI_Status, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Test_cancelled", &mpirc)
 	*flag = st.count_hi_and_cancelled & 1
 	return errSuccess
+}
+
+// Persistent collectives (MPI 4.0): each MPI_Start queues the collective
+// as a nonblocking one.
+
+func initColl(fn string, comm C.MPI_Comm, req *C.MPI_Request, call func() C.int) C.int {
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	if req == nil {
+		return retc(comm, fn, errorf(errArg, "NULL request"))
+	}
+	q := lib.newReq()
+	q.ce = ce
+	q.persist = &persistent{kind: opColl, coll: call, comm: comm}
+	q.done, q.inactive = true, true
+	return retc(comm, fn, lib.handOut(q, req))
+}
+
+//export PMPI_Barrier_init
+func PMPI_Barrier_init(comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Barrier_init", &mpirc)
+	return initColl("MPI_Barrier_init", comm, req, func() C.int { return PMPI_Barrier(comm) })
+}
+
+//export PMPI_Bcast_init
+func PMPI_Bcast_init(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Bcast_init", &mpirc)
+	return initColl("MPI_Bcast_init", comm, req, func() C.int { return PMPI_Bcast(buf, count, dt, root, comm) })
+}
+
+//export PMPI_Reduce_init
+func PMPI_Reduce_init(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm,
+	info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Reduce_init", &mpirc)
+	return initColl("MPI_Reduce_init", comm, req, func() C.int { return PMPI_Reduce(sbuf, rbuf, count, dt, op, root, comm) })
+}
+
+//export PMPI_Allreduce_init
+func PMPI_Allreduce_init(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm,
+	info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Allreduce_init", &mpirc)
+	return initColl("MPI_Allreduce_init", comm, req, func() C.int { return PMPI_Allreduce(sbuf, rbuf, count, dt, op, comm) })
+}
+
+//export PMPI_Scan_init
+func PMPI_Scan_init(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm,
+	info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Scan_init", &mpirc)
+	return initColl("MPI_Scan_init", comm, req, func() C.int { return PMPI_Scan(sbuf, rbuf, count, dt, op, comm) })
+}
+
+//export PMPI_Exscan_init
+func PMPI_Exscan_init(sbuf, rbuf unsafe.Pointer, count C.int, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm,
+	info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Exscan_init", &mpirc)
+	return initColl("MPI_Exscan_init", comm, req, func() C.int { return PMPI_Exscan(sbuf, rbuf, count, dt, op, comm) })
+}
+
+//export PMPI_Gather_init
+func PMPI_Gather_init(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype,
+	root C.int, comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Gather_init", &mpirc)
+	return initColl("MPI_Gather_init", comm, req, func() C.int { return PMPI_Gather(sbuf, scount, stype, rbuf, rcount, rtype, root, comm) })
+}
+
+//export PMPI_Scatter_init
+func PMPI_Scatter_init(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype,
+	root C.int, comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Scatter_init", &mpirc)
+	return initColl("MPI_Scatter_init", comm, req, func() C.int { return PMPI_Scatter(sbuf, scount, stype, rbuf, rcount, rtype, root, comm) })
+}
+
+//export PMPI_Allgather_init
+func PMPI_Allgather_init(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype,
+	comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Allgather_init", &mpirc)
+	return initColl("MPI_Allgather_init", comm, req, func() C.int { return PMPI_Allgather(sbuf, scount, stype, rbuf, rcount, rtype, comm) })
+}
+
+//export PMPI_Alltoall_init
+func PMPI_Alltoall_init(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype,
+	comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Alltoall_init", &mpirc)
+	return initColl("MPI_Alltoall_init", comm, req, func() C.int { return PMPI_Alltoall(sbuf, scount, stype, rbuf, rcount, rtype, comm) })
 }

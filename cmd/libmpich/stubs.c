@@ -38,17 +38,14 @@ int PMPI_Add_error_class() { return ethervia_unimplemented("MPI_Add_error_class"
 int PMPI_Add_error_code() { return ethervia_unimplemented("MPI_Add_error_code", 15); }
 int PMPI_Add_error_string() { return ethervia_unimplemented("MPI_Add_error_string", 15); }
 int PMPI_Allgather_c() { return ethervia_unimplemented("MPI_Allgather_c", 15); }
-int PMPI_Allgather_init() { return ethervia_unimplemented("MPI_Allgather_init", 15); }
 int PMPI_Allgather_init_c() { return ethervia_unimplemented("MPI_Allgather_init_c", 15); }
 int PMPI_Allgatherv_c() { return ethervia_unimplemented("MPI_Allgatherv_c", 15); }
 int PMPI_Allgatherv_init() { return ethervia_unimplemented("MPI_Allgatherv_init", 15); }
 int PMPI_Allgatherv_init_c() { return ethervia_unimplemented("MPI_Allgatherv_init_c", 15); }
 int PMPI_Alloc_mem() { return ethervia_unimplemented("MPI_Alloc_mem", 15); }
 int PMPI_Allreduce_c() { return ethervia_unimplemented("MPI_Allreduce_c", 15); }
-int PMPI_Allreduce_init() { return ethervia_unimplemented("MPI_Allreduce_init", 15); }
 int PMPI_Allreduce_init_c() { return ethervia_unimplemented("MPI_Allreduce_init_c", 15); }
 int PMPI_Alltoall_c() { return ethervia_unimplemented("MPI_Alltoall_c", 15); }
-int PMPI_Alltoall_init() { return ethervia_unimplemented("MPI_Alltoall_init", 15); }
 int PMPI_Alltoall_init_c() { return ethervia_unimplemented("MPI_Alltoall_init_c", 15); }
 int PMPI_Alltoallv_c() { return ethervia_unimplemented("MPI_Alltoallv_c", 15); }
 int PMPI_Alltoallv_init() { return ethervia_unimplemented("MPI_Alltoallv_init", 15); }
@@ -56,9 +53,7 @@ int PMPI_Alltoallv_init_c() { return ethervia_unimplemented("MPI_Alltoallv_init_
 int PMPI_Alltoallw_c() { return ethervia_unimplemented("MPI_Alltoallw_c", 15); }
 int PMPI_Alltoallw_init() { return ethervia_unimplemented("MPI_Alltoallw_init", 15); }
 int PMPI_Alltoallw_init_c() { return ethervia_unimplemented("MPI_Alltoallw_init_c", 15); }
-int PMPI_Barrier_init() { return ethervia_unimplemented("MPI_Barrier_init", 15); }
 int PMPI_Bcast_c() { return ethervia_unimplemented("MPI_Bcast_c", 15); }
-int PMPI_Bcast_init() { return ethervia_unimplemented("MPI_Bcast_init", 15); }
 int PMPI_Bcast_init_c() { return ethervia_unimplemented("MPI_Bcast_init_c", 15); }
 int PMPI_Bsend_c() { return ethervia_unimplemented("MPI_Bsend_c", 15); }
 int PMPI_Bsend_init_c() { return ethervia_unimplemented("MPI_Bsend_init_c", 15); }
@@ -88,7 +83,6 @@ int PMPI_Dist_graph_create_adjacent() { return ethervia_unimplemented("MPI_Dist_
 int PMPI_Dist_graph_neighbors() { return ethervia_unimplemented("MPI_Dist_graph_neighbors", 15); }
 int PMPI_Dist_graph_neighbors_count() { return ethervia_unimplemented("MPI_Dist_graph_neighbors_count", 15); }
 int PMPI_Exscan_c() { return ethervia_unimplemented("MPI_Exscan_c", 15); }
-int PMPI_Exscan_init() { return ethervia_unimplemented("MPI_Exscan_init", 15); }
 int PMPI_Exscan_init_c() { return ethervia_unimplemented("MPI_Exscan_init_c", 15); }
 int PMPI_Fetch_and_op() { return ethervia_unimplemented("MPI_Fetch_and_op", 15); }
 int PMPI_File_call_errhandler() { return ethervia_unimplemented("MPI_File_call_errhandler", 15); }
@@ -97,7 +91,6 @@ int PMPI_File_get_errhandler() { return ethervia_unimplemented("MPI_File_get_err
 int PMPI_File_set_errhandler() { return ethervia_unimplemented("MPI_File_set_errhandler", 15); }
 int PMPI_Free_mem() { return ethervia_unimplemented("MPI_Free_mem", 15); }
 int PMPI_Gather_c() { return ethervia_unimplemented("MPI_Gather_c", 15); }
-int PMPI_Gather_init() { return ethervia_unimplemented("MPI_Gather_init", 15); }
 int PMPI_Gather_init_c() { return ethervia_unimplemented("MPI_Gather_init_c", 15); }
 int PMPI_Gatherv_c() { return ethervia_unimplemented("MPI_Gatherv_c", 15); }
 int PMPI_Gatherv_init() { return ethervia_unimplemented("MPI_Gatherv_init", 15); }
@@ -202,7 +195,6 @@ int PMPI_Raccumulate_c() { return ethervia_unimplemented("MPI_Raccumulate_c", 15
 int PMPI_Recv_c() { return ethervia_unimplemented("MPI_Recv_c", 15); }
 int PMPI_Recv_init_c() { return ethervia_unimplemented("MPI_Recv_init_c", 15); }
 int PMPI_Reduce_c() { return ethervia_unimplemented("MPI_Reduce_c", 15); }
-int PMPI_Reduce_init() { return ethervia_unimplemented("MPI_Reduce_init", 15); }
 int PMPI_Reduce_init_c() { return ethervia_unimplemented("MPI_Reduce_init_c", 15); }
 int PMPI_Reduce_local_c() { return ethervia_unimplemented("MPI_Reduce_local_c", 15); }
 int PMPI_Reduce_scatter_block_c() { return ethervia_unimplemented("MPI_Reduce_scatter_block_c", 15); }
@@ -220,10 +212,8 @@ int PMPI_Rput_c() { return ethervia_unimplemented("MPI_Rput_c", 15); }
 int PMPI_Rsend_c() { return ethervia_unimplemented("MPI_Rsend_c", 15); }
 int PMPI_Rsend_init_c() { return ethervia_unimplemented("MPI_Rsend_init_c", 15); }
 int PMPI_Scan_c() { return ethervia_unimplemented("MPI_Scan_c", 15); }
-int PMPI_Scan_init() { return ethervia_unimplemented("MPI_Scan_init", 15); }
 int PMPI_Scan_init_c() { return ethervia_unimplemented("MPI_Scan_init_c", 15); }
 int PMPI_Scatter_c() { return ethervia_unimplemented("MPI_Scatter_c", 15); }
-int PMPI_Scatter_init() { return ethervia_unimplemented("MPI_Scatter_init", 15); }
 int PMPI_Scatter_init_c() { return ethervia_unimplemented("MPI_Scatter_init_c", 15); }
 int PMPI_Scatterv_c() { return ethervia_unimplemented("MPI_Scatterv_c", 15); }
 int PMPI_Scatterv_init() { return ethervia_unimplemented("MPI_Scatterv_init", 15); }

@@ -1,6 +1,7 @@
 /* persist.c: persistent requests (Send_init, Ssend_init, Bsend_init,
  * Recv_init, Start, Startall, inactive requests in Wait and Waitall,
- * Request_free) and MPI_Cancel of receives with MPI_Test_cancelled. Every
+ * Request_free), persistent collectives (MPI 4.0) and MPI_Cancel of
+ * receives with MPI_Test_cancelled. Every
  * result line starts with R<rank>; the test compares them with MPICH's. */
 #include <mpi.h>
 #include <stdio.h>
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
 	/* a persistent ring, five rounds, standard then synchronous sends */
 	int out, in, sum = 0;
 	MPI_Request reqs[2];
-	MPI_Status sts[2];
+	MPI_Status sts[2], sts3[3];
 	MPI_Recv_init(&in, 1, MPI_INT, left, 1, MPI_COMM_WORLD, &reqs[0]);
 	MPI_Send_init(&out, 1, MPI_INT, right, 1, MPI_COMM_WORLD, &reqs[1]);
 	for (int i = 0; i < 5; i++) {
@@ -89,6 +90,26 @@ int main(int argc, char **argv) {
 	MPI_Wait(&r, &st);
 	MPI_Test_cancelled(&st, &flag);
 	OUT("cancelled a matched receive: %d, got %d from %d", flag, in, st.MPI_SOURCE);
+
+	/* persistent collectives, each started three times */
+	int ain, aout, bval[2], total2 = 0;
+	MPI_Request pc[3];
+	MPI_Allreduce_init(&ain, &aout, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &pc[0]);
+	MPI_Bcast_init(bval, 2, MPI_INT, size - 1, MPI_COMM_WORLD, MPI_INFO_NULL, &pc[1]);
+	MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &pc[2]);
+	for (int i = 0; i < 3; i++) {
+		ain = rank + i;
+		if (rank == size - 1) {
+			bval[0] = i * 10;
+			bval[1] = i * 10 + 1;
+		}
+		MPI_Startall(3, pc);
+		MPI_Waitall(3, pc, sts3);
+		total2 += aout + bval[0] + bval[1];
+	}
+	OUT("persistent collectives: %d, handles kept %d", total2, pc[0] != MPI_REQUEST_NULL && pc[2] != MPI_REQUEST_NULL);
+	for (int i = 0; i < 3; i++)
+		MPI_Request_free(&pc[i]);
 
 	MPI_Finalize();
 	return 0;
