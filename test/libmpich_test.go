@@ -175,7 +175,9 @@ func TestLibmpich(t *testing.T) {
 		t.Run("fatal/"+mode, func(t *testing.T) {
 			prog := filepath.Join(dir, "fatal")
 			out, errOut, err := runEnv(t, time.Minute, []string{"LD_LIBRARY_PATH="}, "mpiexec.mpich", "-n", "2", prog, mode)
-			if err == nil || strings.Contains(out, "survived") || !strings.Contains(errOut, "Fatal error") {
+			// (MPICH's own message is not checked: Hydra loses it now and
+			// then when it kills the job.)
+			if err == nil || strings.Contains(out, "survived") {
 				t.Fatalf("MPICH did not end the job (err %v):\n%s%s", err, out, errOut)
 			}
 			out, errOut, err = runEnv(t, 2*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, mprun, "-np", "2", "-timeout", "90s", "--", prog, mode)
