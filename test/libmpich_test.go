@@ -156,6 +156,23 @@ func TestLibmpich(t *testing.T) {
 			})
 		}
 	}
+	// Our own mpicc (cmd/libmpich/mpicc) builds a program against the
+	// library directly, with MPICH's header: it runs like mpicc.mpich's.
+	t.Run("dtype/np=2/our-mpicc", func(t *testing.T) {
+		bin := filepath.Join(dir, "dtype-ours")
+		cmd := exec.Command("sh", filepath.Join("..", "cmd", "libmpich", "mpicc"), "-O1", "-o", bin, filepath.Join("c", "dtype.c"))
+		cmd.Env = append(os.Environ(), "ETHERVIA_LIBDIR="+dir)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cmd/libmpich/mpicc: %v\n%s", err, b)
+		}
+		out, errOut, err := runEnv(t, 3*time.Minute, nil, mprun, "-np", "2", "-timeout", "150s", "--", bin)
+		if err != nil {
+			t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
+		}
+		if want, got := ref["dtype/2"], resultLines(out, "D"); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
+		}
+	})
 	// With a CPU to spare per rank (GOMAXPROCS 2), nonblocking collectives
 	// run in each communicator's worker thread instead of at Wait.
 	t.Run("nbc/np=4/worker", func(t *testing.T) {
