@@ -223,7 +223,7 @@ func PMPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
 	if err != nil {
 		return retc(comm, "MPI_Comm_dup", err)
 	}
-	ne.cart = ce.cart // a duplicate keeps the topology
+	ne.cart, ne.graph, ne.dist = ce.cart, ce.graph, ce.dist // a duplicate keeps the topology
 	h := lib.addComm(ne)
 	if code := copyAttrs(ce, ne); code != 0 {
 		lib.forget(h)

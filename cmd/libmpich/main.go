@@ -183,6 +183,8 @@ type commEntry struct {
 	eh       int32          // error handler: errorsAreFatal, errorsReturn, errorsAbort or a user one
 	attrs    map[int32]attr // user attributes by keyval
 	cart     *cart          // a Cartesian topology, or nil
+	graph    *graph         // a graph topology, or nil
+	dist     *distGraph     // a distributed graph topology, or nil
 	nbc      *nbcQueue      // the nonblocking collectives' worker, once started
 	name     *string        // MPI_Comm_set_name
 }

@@ -79,9 +79,6 @@ int PMPI_Comm_test_inter() { return ethervia_unimplemented("MPI_Comm_test_inter"
 int PMPI_Compare_and_swap() { return ethervia_unimplemented("MPI_Compare_and_swap", 15); }
 int PMPI_DUP_FN() { return ethervia_unimplemented("MPI_DUP_FN", 15); }
 int PMPI_Dist_graph_create() { return ethervia_unimplemented("MPI_Dist_graph_create", 15); }
-int PMPI_Dist_graph_create_adjacent() { return ethervia_unimplemented("MPI_Dist_graph_create_adjacent", 15); }
-int PMPI_Dist_graph_neighbors() { return ethervia_unimplemented("MPI_Dist_graph_neighbors", 15); }
-int PMPI_Dist_graph_neighbors_count() { return ethervia_unimplemented("MPI_Dist_graph_neighbors_count", 15); }
 int PMPI_Exscan_c() { return ethervia_unimplemented("MPI_Exscan_c", 15); }
 int PMPI_Exscan_init_c() { return ethervia_unimplemented("MPI_Exscan_init_c", 15); }
 int PMPI_Fetch_and_op() { return ethervia_unimplemented("MPI_Fetch_and_op", 15); }
@@ -101,12 +98,6 @@ int PMPI_Get_accumulate_c() { return ethervia_unimplemented("MPI_Get_accumulate_
 int PMPI_Get_c() { return ethervia_unimplemented("MPI_Get_c", 15); }
 int PMPI_Get_count_c() { return ethervia_unimplemented("MPI_Get_count_c", 15); }
 int PMPI_Get_elements_c() { return ethervia_unimplemented("MPI_Get_elements_c", 15); }
-int PMPI_Graph_create() { return ethervia_unimplemented("MPI_Graph_create", 15); }
-int PMPI_Graph_get() { return ethervia_unimplemented("MPI_Graph_get", 15); }
-int PMPI_Graph_map() { return ethervia_unimplemented("MPI_Graph_map", 15); }
-int PMPI_Graph_neighbors() { return ethervia_unimplemented("MPI_Graph_neighbors", 15); }
-int PMPI_Graph_neighbors_count() { return ethervia_unimplemented("MPI_Graph_neighbors_count", 15); }
-int PMPI_Graphdims_get() { return ethervia_unimplemented("MPI_Graphdims_get", 15); }
 int PMPI_Grequest_complete() { return ethervia_unimplemented("MPI_Grequest_complete", 15); }
 int PMPI_Grequest_start() { return ethervia_unimplemented("MPI_Grequest_start", 15); }
 int PMPI_Group_from_session_pset() { return ethervia_unimplemented("MPI_Group_from_session_pset", 15); }

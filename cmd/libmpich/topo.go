@@ -197,9 +197,15 @@ func PMPI_Topo_test(comm C.MPI_Comm, status *C.int) (mpirc C.int) {
 	if err != nil {
 		return retc(comm, "MPI_Topo_test", err)
 	}
-	*status = undefined
-	if ce.cart != nil {
+	switch {
+	case ce.cart != nil:
 		*status = topoCart
+	case ce.graph != nil:
+		*status = topoGraph
+	case ce.dist != nil:
+		*status = topoDistGraph
+	default:
+		*status = undefined
 	}
 	return errSuccess
 }

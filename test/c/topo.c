@@ -1,7 +1,8 @@
 /* topo.c: groups (Comm_group, incl, excl, ranges, union, intersection,
  * difference, translate_ranks, compare), communicators from groups
  * (Comm_create, Comm_compare), and Cartesian topologies (Dims_create,
- * Cart_create, coords, rank, shift, sub, get, Topo_test). Every result
+ * Cart_create, coords, rank, shift, sub, get, Topo_test), graph and
+ * distributed graph topologies. Every result
  * line starts with G<rank>; the test compares them with MPICH's. */
 #include <mpi.h>
 #include <stdio.h>
@@ -124,6 +125,41 @@ int main(int argc, char **argv) {
 	OUT("row: rank %d of %d, sum %d, %d dims", rr, rs, rsum, nd);
 	MPI_Comm_free(&row);
 	MPI_Comm_free(&grid);
+
+	/* a graph: a ring where every node also links to node 0 */
+	int index[64], edges[128], ne2 = 0;
+	for (int i = 0; i < size; i++) {
+		edges[ne2++] = (i + 1) % size;
+		if (i != 0)
+			edges[ne2++] = 0;
+		index[i] = ne2;
+	}
+	MPI_Comm g;
+	MPI_Graph_create(MPI_COMM_WORLD, size, index, edges, 0, &g);
+	int gn, ge, cnt, nb[8];
+	MPI_Topo_test(g, &topo);
+	MPI_Graphdims_get(g, &gn, &ge);
+	MPI_Graph_neighbors_count(g, rank, &cnt);
+	MPI_Graph_neighbors(g, rank, 8, nb);
+	OUT("graph: topo %d, %d nodes %d edges, %d neighbours, first %d last %d", topo == MPI_GRAPH, gn, ge, cnt, nb[0], nb[cnt - 1]);
+	MPI_Comm_free(&g);
+
+	/* a distributed graph: receive from the left, send to the right, weighted */
+	int srcs[1] = {(rank + size - 1) % size}, dsts[1] = {(rank + 1) % size}, sw[1] = {rank + 1}, dw[1] = {rank + 2};
+	MPI_Comm dg;
+	MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, srcs, sw, 1, dsts, dw, MPI_INFO_NULL, 0, &dg);
+	int indeg, outdeg, weighted, s1[1], w1[1], d1[1], w2[1];
+	MPI_Topo_test(dg, &topo);
+	MPI_Dist_graph_neighbors_count(dg, &indeg, &outdeg, &weighted);
+	MPI_Dist_graph_neighbors(dg, 1, s1, w1, 1, d1, w2);
+	OUT("dist graph: topo %d, in %d out %d weighted %d, source %d (%d) dest %d (%d)", topo == MPI_DIST_GRAPH, indeg, outdeg, weighted,
+	    s1[0], w1[0], d1[0], w2[0]);
+	MPI_Comm dgu;
+	MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, srcs, MPI_UNWEIGHTED, 1, dsts, MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &dgu);
+	MPI_Dist_graph_neighbors_count(dgu, &indeg, &outdeg, &weighted);
+	OUT("unweighted dist graph: weighted %d", weighted);
+	MPI_Comm_free(&dg);
+	MPI_Comm_free(&dgu);
 	MPI_Finalize();
 	return 0;
 }
