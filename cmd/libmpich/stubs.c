@@ -43,7 +43,6 @@ int PMPI_Allgatherv_c() { return ethervia_unimplemented("MPI_Allgatherv_c", 15);
 int PMPI_Allgatherv_init() { return ethervia_unimplemented("MPI_Allgatherv_init", 15); }
 int PMPI_Allgatherv_init_c() { return ethervia_unimplemented("MPI_Allgatherv_init_c", 15); }
 int PMPI_Alloc_mem() { return ethervia_unimplemented("MPI_Alloc_mem", 15); }
-int PMPI_Allreduce_c() { return ethervia_unimplemented("MPI_Allreduce_c", 15); }
 int PMPI_Allreduce_init_c() { return ethervia_unimplemented("MPI_Allreduce_init_c", 15); }
 int PMPI_Alltoall_c() { return ethervia_unimplemented("MPI_Alltoall_c", 15); }
 int PMPI_Alltoall_init_c() { return ethervia_unimplemented("MPI_Alltoall_init_c", 15); }
@@ -53,7 +52,6 @@ int PMPI_Alltoallv_init_c() { return ethervia_unimplemented("MPI_Alltoallv_init_
 int PMPI_Alltoallw_c() { return ethervia_unimplemented("MPI_Alltoallw_c", 15); }
 int PMPI_Alltoallw_init() { return ethervia_unimplemented("MPI_Alltoallw_init", 15); }
 int PMPI_Alltoallw_init_c() { return ethervia_unimplemented("MPI_Alltoallw_init_c", 15); }
-int PMPI_Bcast_c() { return ethervia_unimplemented("MPI_Bcast_c", 15); }
 int PMPI_Bcast_init_c() { return ethervia_unimplemented("MPI_Bcast_init_c", 15); }
 int PMPI_Bsend_c() { return ethervia_unimplemented("MPI_Bsend_c", 15); }
 int PMPI_Bsend_init_c() { return ethervia_unimplemented("MPI_Bsend_init_c", 15); }
@@ -96,8 +94,6 @@ int PMPI_Get() { return ethervia_unimplemented("MPI_Get", 15); }
 int PMPI_Get_accumulate() { return ethervia_unimplemented("MPI_Get_accumulate", 15); }
 int PMPI_Get_accumulate_c() { return ethervia_unimplemented("MPI_Get_accumulate_c", 15); }
 int PMPI_Get_c() { return ethervia_unimplemented("MPI_Get_c", 15); }
-int PMPI_Get_count_c() { return ethervia_unimplemented("MPI_Get_count_c", 15); }
-int PMPI_Get_elements_c() { return ethervia_unimplemented("MPI_Get_elements_c", 15); }
 int PMPI_Grequest_complete() { return ethervia_unimplemented("MPI_Grequest_complete", 15); }
 int PMPI_Grequest_start() { return ethervia_unimplemented("MPI_Grequest_start", 15); }
 int PMPI_Group_from_session_pset() { return ethervia_unimplemented("MPI_Group_from_session_pset", 15); }
@@ -129,7 +125,6 @@ int PMPI_Info_create_env() { return ethervia_unimplemented("MPI_Info_create_env"
 int PMPI_Intercomm_create() { return ethervia_unimplemented("MPI_Intercomm_create", 15); }
 int PMPI_Intercomm_create_from_groups() { return ethervia_unimplemented("MPI_Intercomm_create_from_groups", 15); }
 int PMPI_Intercomm_merge() { return ethervia_unimplemented("MPI_Intercomm_merge", 15); }
-int PMPI_Irecv_c() { return ethervia_unimplemented("MPI_Irecv_c", 15); }
 int PMPI_Ireduce_c() { return ethervia_unimplemented("MPI_Ireduce_c", 15); }
 int PMPI_Ireduce_scatter_block_c() { return ethervia_unimplemented("MPI_Ireduce_scatter_block_c", 15); }
 int PMPI_Ireduce_scatter_c() { return ethervia_unimplemented("MPI_Ireduce_scatter_c", 15); }
@@ -138,7 +133,6 @@ int PMPI_Irsend_c() { return ethervia_unimplemented("MPI_Irsend_c", 15); }
 int PMPI_Iscan_c() { return ethervia_unimplemented("MPI_Iscan_c", 15); }
 int PMPI_Iscatter_c() { return ethervia_unimplemented("MPI_Iscatter_c", 15); }
 int PMPI_Iscatterv_c() { return ethervia_unimplemented("MPI_Iscatterv_c", 15); }
-int PMPI_Isend_c() { return ethervia_unimplemented("MPI_Isend_c", 15); }
 int PMPI_Isendrecv_c() { return ethervia_unimplemented("MPI_Isendrecv_c", 15); }
 int PMPI_Isendrecv_replace_c() { return ethervia_unimplemented("MPI_Isendrecv_replace_c", 15); }
 int PMPI_Issend_c() { return ethervia_unimplemented("MPI_Issend_c", 15); }
@@ -183,9 +177,7 @@ int PMPI_Put() { return ethervia_unimplemented("MPI_Put", 15); }
 int PMPI_Put_c() { return ethervia_unimplemented("MPI_Put_c", 15); }
 int PMPI_Raccumulate() { return ethervia_unimplemented("MPI_Raccumulate", 15); }
 int PMPI_Raccumulate_c() { return ethervia_unimplemented("MPI_Raccumulate_c", 15); }
-int PMPI_Recv_c() { return ethervia_unimplemented("MPI_Recv_c", 15); }
 int PMPI_Recv_init_c() { return ethervia_unimplemented("MPI_Recv_init_c", 15); }
-int PMPI_Reduce_c() { return ethervia_unimplemented("MPI_Reduce_c", 15); }
 int PMPI_Reduce_init_c() { return ethervia_unimplemented("MPI_Reduce_init_c", 15); }
 int PMPI_Reduce_local_c() { return ethervia_unimplemented("MPI_Reduce_local_c", 15); }
 int PMPI_Reduce_scatter_block_c() { return ethervia_unimplemented("MPI_Reduce_scatter_block_c", 15); }
@@ -209,7 +201,6 @@ int PMPI_Scatter_init_c() { return ethervia_unimplemented("MPI_Scatter_init_c", 
 int PMPI_Scatterv_c() { return ethervia_unimplemented("MPI_Scatterv_c", 15); }
 int PMPI_Scatterv_init() { return ethervia_unimplemented("MPI_Scatterv_init", 15); }
 int PMPI_Scatterv_init_c() { return ethervia_unimplemented("MPI_Scatterv_init_c", 15); }
-int PMPI_Send_c() { return ethervia_unimplemented("MPI_Send_c", 15); }
 int PMPI_Send_init_c() { return ethervia_unimplemented("MPI_Send_init_c", 15); }
 int PMPI_Sendrecv_c() { return ethervia_unimplemented("MPI_Sendrecv_c", 15); }
 int PMPI_Sendrecv_replace_c() { return ethervia_unimplemented("MPI_Sendrecv_replace_c", 15); }
@@ -312,7 +303,6 @@ int PMPI_Type_lb() { return ethervia_unimplemented("MPI_Type_lb", 3); }
 int PMPI_Type_match_size() { return ethervia_unimplemented("MPI_Type_match_size", 3); }
 int PMPI_Type_set_attr() { return ethervia_unimplemented("MPI_Type_set_attr", 3); }
 int PMPI_Type_set_name() { return ethervia_unimplemented("MPI_Type_set_name", 3); }
-int PMPI_Type_size_c() { return ethervia_unimplemented("MPI_Type_size_c", 3); }
 int PMPI_Type_ub() { return ethervia_unimplemented("MPI_Type_ub", 3); }
 int PMPI_Type_vector_c() { return ethervia_unimplemented("MPI_Type_vector_c", 3); }
 int PMPI_Unpack_c() { return ethervia_unimplemented("MPI_Unpack_c", 15); }

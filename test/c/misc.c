@@ -1,6 +1,6 @@
 /* misc.c: MPI_Info objects, communicator names, MPI_Is_thread_main, the
- * MPI_Status_set_* calls and matched probes (Mprobe, Improbe, Mrecv,
- * Imrecv). Every result line starts with M<rank>; the
+ * MPI_Status_set_* calls, matched probes (Mprobe, Improbe, Mrecv, Imrecv)
+ * and the large-count (_c) forms. Every result line starts with M<rank>; the
  * test compares them with MPICH's. */
 #include <mpi.h>
 #include <stdio.h>
@@ -87,6 +87,21 @@ int main(int argc, char **argv) {
 	OUT("Mprobe of MPI_PROC_NULL: no-proc %d source %d", m1 == MPI_MESSAGE_NO_PROC, st.MPI_SOURCE);
 	MPI_Mrecv(&got1, 1, MPI_INT, &m1, &st);
 	OUT("Mrecv of it: source %d null %d", st.MPI_SOURCE, m1 == MPI_MESSAGE_NULL);
+	/* the large-count forms */
+	MPI_Count bc, tsz;
+	int lv2[4] = {rank, rank + 1, rank + 2, rank + 3}, lr[4], lsum[4], lb[2] = {0, 0};
+	MPI_Request lq;
+	MPI_Irecv_c(lr, (MPI_Count)4, MPI_INT, prev, 11, MPI_COMM_WORLD, &lq);
+	MPI_Send_c(lv2, (MPI_Count)4, MPI_INT, next, 11, MPI_COMM_WORLD);
+	MPI_Wait(&lq, &st);
+	MPI_Get_count_c(&st, MPI_INT, &bc);
+	if (rank == 0)
+		lb[0] = 42, lb[1] = 43;
+	MPI_Bcast_c(lb, (MPI_Count)2, MPI_INT, 0, MPI_COMM_WORLD);
+	MPI_Allreduce_c(lv2, lsum, (MPI_Count)4, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Type_size_c(MPI_DOUBLE, &tsz);
+	OUT("large count: got %d..%d count %lld, bcast %d %d, sum %d %d, double size %lld", lr[0], lr[3], (long long)bc, lb[0], lb[1], lsum[0],
+	    lsum[3], (long long)tsz);
 	MPI_Finalize();
 	return 0;
 }
