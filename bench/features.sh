@@ -3,7 +3,7 @@
 # overlapped with computation (bench/features.c), the same source built
 # against MPICH's ABI and run over our libmpich.so.12 under mprun -np 2, and
 # built against Open MPI and run over its TCP transport between two
-# namespaces joined by one veth pair (as bench/ompi-netpipe.sh does),
+# namespaces joined by one veth pair (bench/ompi-pair.sh),
 # interleaved over ROUNDS rounds. Prints every run's lines, tagged, then the
 # medians. Needs root, an idle machine, Go, mpich, libmpich-dev,
 # openmpi-bin, libopenmpi-dev.
@@ -13,37 +13,18 @@ set -eu
 rounds=${1:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/features.XXXXXX)
-a=evfeat$$a b=evfeat$$b
-cleanup() {
-	for ns in $a $b; do
-		for p in $(ip netns pids $ns 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-		ip netns del $ns 2>/dev/null || true
-	done
-	rm -rf "$work"
-}
+cleanup() { rm -rf "$work"; }
 trap cleanup EXIT INT TERM
 cd "$root"
 go build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libmpich.so.12 -o "$work/lib/libmpich.so.12" ./cmd/libmpich
 go build -o "$work/" ./cmd/mprun
 mpicc.mpich -O2 -o "$work/feat.mpich" bench/features.c
 mpicc.openmpi -O2 -o "$work/feat.ompi" bench/features.c
-ip netns add $a
-ip netns add $b
-ip link add mpi0 netns $a type veth peer name mpi0 netns $b
-i=1
-for ns in $a $b; do
-	ip -n $ns link set lo up
-	ip -n $ns link set mpi0 mtu 1500 up
-	ip -n $ns addr add 192.0.2.$i/24 dev mpi0
-	i=$((i + 1))
-done
 : >"$work/samples"
 for r in $(seq "$rounds"); do
 	LD_LIBRARY_PATH="$work/lib" "$work/mprun" -np 2 -- "$work/feat.mpich" 2>/dev/null | sed 's/^\[0\] //' |
 		sed 's/^/ours /' | tee -a "$work/samples"
-	(cd "$work" && ip netns exec $a env PMIX_MCA_ptl_tcp_if_include=mpi0 mpirun.openmpi --allow-run-as-root --bind-to none \
-		--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include mpi0 --mca oob_tcp_if_include mpi0 \
-		-np 1 "$work/feat.ompi" : -np 1 ip netns exec $b "$work/feat.ompi" 2>/dev/null) |
+	sh bench/ompi-pair.sh "$work/feat.ompi" 2>/dev/null |
 		sed 's/^/ompi /' | tee -a "$work/samples"
 done
 echo "== medians of $rounds rounds"

@@ -1,8 +1,7 @@
 #!/bin/sh
 # ompi-netpipe.sh: the peer for the MPI latency and bandwidth comparisons.
-# Open MPI's NetPIPE (Debian netpipe-openmpi, NPopenmpi) between two network
-# namespaces joined by one veth pair, TCP only (PML ob1, BTLs tcp and self:
-# no shared memory, no UCX), so every MPI byte crosses the veth as ours do.
+# Open MPI's NetPIPE (Debian netpipe-openmpi, NPopenmpi) over TCP between two
+# namespaces (bench/ompi-pair.sh).
 #
 #   bench/ompi-netpipe.sh OUT [NetPIPE flags...]     e.g. OUT -l 1 -u 64
 #
@@ -10,35 +9,9 @@
 # Env: MTU (1500). Needs root, iproute2, openmpi-bin, netpipe-openmpi.
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 OUT [NetPIPE flags]" >&2; exit 2; }
-out=$1
+out=$(realpath "$1")
 shift
-a=evompi$$a b=evompi$$b
 dir=$(mktemp -d)
-cleanup() {
-	for ns in $a $b; do
-		for p in $(ip netns pids $ns 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-		ip netns del $ns 2>/dev/null || true
-	done
-	rm -rf "$dir"
-}
-trap cleanup EXIT INT TERM
-i=1
-for ns in $a $b; do
-	ip netns add $ns
-	ip -n $ns link set lo up
-done
-ip link add mpi0 netns $a type veth peer name mpi0 netns $b
-for ns in $a $b; do
-	ip -n $ns link set mpi0 mtu "${MTU:-1500}" up
-	ip -n $ns addr add 192.0.2.$i/24 dev mpi0
-	i=$((i + 1))
-done
-# mpirun serves PMIx to rank 1 in the other namespace: make it listen on
-# the veth, not on loopback.
-cd "$dir"
-ip netns exec $a timeout 300 env PMIX_MCA_ptl_tcp_if_include=mpi0 \
-	mpirun.openmpi --allow-run-as-root --bind-to none \
-	--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include mpi0 --mca oob_tcp_if_include mpi0 \
-	-np 1 NPopenmpi -o "$dir/np.out" "$@" : -np 1 ip netns exec $b NPopenmpi -o "$dir/np.out" "$@" \
-	>"$dir/log" 2>&1 || { cat "$dir/log" >&2; exit 1; }
+trap 'rm -rf "$dir"' EXIT INT TERM
+sh "$(dirname "$0")/ompi-pair.sh" NPopenmpi -o "$dir/np.out" "$@" >"$dir/log" 2>&1 || { cat "$dir/log" >&2; exit 1; }
 cp "$dir/np.out" "$out"

@@ -462,22 +462,30 @@ func PMPI_Unpack(in unsafe.Pointer, insize C.int, pos *C.int, out unsafe.Pointer
 // elements returns how many basic elements bytes of data of layout l
 // make, or undefined when they do not end on an element boundary.
 func elements(l *layout, bytes int64) int64 {
-	if l.size == 0 {
-		return 0
-	}
-	whole := bytes / l.size
-	rest := bytes % l.size
-	if l.basic != 0 && l.basic&0xff000000 == 0x4c000000 && l.basic != 0x4c000816 {
-		n, _ := typeSize(C.MPI_Datatype(l.basic))
-		if n > 0 && bytes%int64(n) == 0 {
-			return bytes / int64(n)
+	return countOf(l.elemSize(), bytes)
+}
+
+// elemSize is the size of l's basic element: its one predefined type's,
+// else (mixed types, pair types) a whole element's.
+func (l *layout) elemSize() int64 {
+	if l.basic != 0 && isBuiltin(C.MPI_Datatype(l.basic)) {
+		if n, err := typeSize(C.MPI_Datatype(l.basic)); err == nil {
+			return int64(n)
 		}
+	}
+	return l.size
+}
+
+// countOf is how many items of per bytes bytes make: undefined when they
+// do not end on an item (zero-sized items: none).
+func countOf(per, bytes int64) int64 {
+	switch {
+	case per == 0:
+		return 0
+	case bytes%per != 0:
 		return undefined
 	}
-	if rest != 0 {
-		return undefined
-	}
-	return whole
+	return bytes / per
 }
 
 //export PMPI_Get_elements

@@ -397,12 +397,9 @@ func PMPI_Comm_create(comm C.MPI_Comm, h C.MPI_Group, out *C.MPI_Comm) (mpirc C.
 			return retc(comm, "MPI_Comm_create", errorf(errGroup, "world rank %d of the group is not in the communicator", w))
 		}
 	}
-	color, key := undefined, 0
+	color, key := -1, 0 // not a member: no communicator
 	if i := slices.Index(g, myWorldRank()); i >= 0 {
 		color, key = 0, i
-	}
-	if color == undefined {
-		color = -1
 	}
 	_, err = splitInto(ce, color, key, out)
 	return retc(comm, "MPI_Comm_create", err)

@@ -303,14 +303,8 @@ func PMPI_Status_set_elements(st *C.MPI_Status, dt C.MPI_Datatype, count C.int) 
 	if err != nil {
 		return ret("MPI_Status_set_elements", err)
 	}
-	per := l.size
-	if l.basic != 0 && isBuiltin(C.MPI_Datatype(l.basic)) {
-		if n, err := typeSize(C.MPI_Datatype(l.basic)); err == nil {
-			per = int64(n)
-		}
-	}
 	cancelled := st.count_hi_and_cancelled & 1
-	setStatus(st, int(st.MPI_SOURCE), int(st.MPI_TAG), int64(count)*per)
+	setStatus(st, int(st.MPI_SOURCE), int(st.MPI_TAG), int64(count)*l.elemSize())
 	st.count_hi_and_cancelled |= cancelled
 	return errSuccess
 }

@@ -98,15 +98,7 @@ func PMPI_Get_count_c(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (
 	if err != nil {
 		return ret("MPI_Get_count_c", err)
 	}
-	bytes := statusCount(st)
-	switch {
-	case l.size == 0:
-		*count = 0
-	case bytes%l.size != 0:
-		*count = undefined
-	default:
-		*count = C.MPI_Count(bytes / l.size)
-	}
+	*count = C.MPI_Count(countOf(l.size, statusCount(st)))
 	return errSuccess
 }
 

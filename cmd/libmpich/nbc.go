@@ -223,6 +223,17 @@ func (ce *commEntry) stopWorker() {
 	}
 }
 
+// asOp makes a queued operation of an exported blocking call, whose
+// error handler has run by the time it returns.
+func asOp(call func() C.int) func() error {
+	return func() error {
+		if rc := call(); rc != errSuccess {
+			return raised{int(rc)}
+		}
+		return nil
+	}
+}
+
 // startNBC starts blocking collective call (the exported function, run by
 // the worker) as a nonblocking one, handing out its request.
 func startNBC(fn string, comm C.MPI_Comm, req *C.MPI_Request, call func() C.int) C.int {
@@ -235,12 +246,7 @@ func startNBC(fn string, comm C.MPI_Comm, req *C.MPI_Request, call func() C.int)
 	}
 	q := lib.newReq()
 	q.ce = ce
-	q.nbc = ce.enqueue(func() error {
-		if rc := call(); rc != errSuccess {
-			return raised{int(rc)}
-		}
-		return nil
-	})
+	q.nbc = ce.enqueue(asOp(call))
 	return retc(comm, fn, lib.handOut(q, req))
 }
 

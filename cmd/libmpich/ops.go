@@ -159,7 +159,7 @@ func reduceScatter(fn string, sbuf, rbuf unsafe.Pointer, counts []int, dt C.MPI_
 		return retc(comm, fn, err)
 	}
 	elem := len(send.b) / max(total, 1)
-	sum := make([]byte, 0)
+	var sum []byte
 	if rank == 0 {
 		sum = make([]byte, len(send.b))
 	}

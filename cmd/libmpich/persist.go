@@ -93,12 +93,7 @@ func start(q *request) error {
 	}
 	if p.kind == opColl {
 		q.done, q.inactive, q.err, q.st = false, false, nil, mplite.Status{}
-		q.nbc = q.ce.enqueue(func() error {
-			if rc := p.coll(); rc != errSuccess {
-				return raised{int(rc)}
-			}
-			return nil
-		})
+		q.nbc = q.ce.enqueue(asOp(p.coll))
 		return nil
 	}
 	t, err := typedBuf(p.buf, p.count, p.dt)

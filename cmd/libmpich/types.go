@@ -246,14 +246,10 @@ func PMPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.
 	if err != nil {
 		return ret("MPI_Get_count", err)
 	}
-	n := l.size
-	bytes := statusCount(st)
-	if n == 0 {
-		*count = 0
-	} else if bytes%n != 0 || bytes/n > maxCount {
-		*count = undefined
-	} else {
-		*count = C.int(bytes / n)
+	n := countOf(l.size, statusCount(st))
+	if n > maxCount {
+		n = undefined
 	}
+	*count = C.int(n)
 	return errSuccess
 }
