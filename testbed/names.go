@@ -18,8 +18,37 @@ import (
 // `ip netns` and github.com/vishvananda/netns).
 const NetnsDir = "/run/netns"
 
-// NamePrefix starts the name of every namespace a testbed makes.
-const NamePrefix = "ev-"
+// NamePrefix starts the name of every namespace a testbed makes, followed by
+// the run label (see Prefix) and a dash.
+const NamePrefix = "ev"
+
+// RunEnv names the environment variable that labels one run's namespaces:
+// with ETHERVIA_RUN=ci7k every testbed name starts "evci7k-" instead of
+// "ev-", so that a CI job can count exactly what its own tests left behind
+// while other jobs share the machine. Up to MaxRunLabel lower-case letters
+// and digits; any other value is ignored.
+const RunEnv = "ETHERVIA_RUN"
+
+// MaxRunLabel is the longest run label RunEnv may carry; link names made
+// from it must fit the kernel's 15 bytes.
+const MaxRunLabel = 6
+
+// Prefix returns the start of every name this process gives a namespace:
+// NamePrefix, the run label from RunEnv if it is valid, and a dash.
+func Prefix() string {
+	run := os.Getenv(RunEnv)
+	if !validRun(run) {
+		run = ""
+	}
+	return NamePrefix + run + "-"
+}
+
+func validRun(s string) bool {
+	if len(s) > MaxRunLabel {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdefghijklmnopqrstuvwxyz") == ""
+}
 
 const bridgeName = "br0"
 
@@ -35,7 +64,7 @@ func validTag(s string) bool {
 	return true
 }
 
-// baseName returns "ev-<tag>-<pid>-<rand>" with 4 random base-36 digits, so
+// baseName returns "ev[run]-<tag>-<pid>-<rand>" with 4 random base-36 digits, so
 // that testbeds of one process (parallel tests) differ too.
 func baseName(tag string, pid int) (string, error) {
 	var b [4]byte
@@ -45,7 +74,7 @@ func baseName(tag string, pid int) (string, error) {
 	n := binary.LittleEndian.Uint32(b[:]) % (36 * 36 * 36 * 36)
 	r := strconv.FormatUint(uint64(n), 36)
 	r = strings.Repeat("0", 4-len(r)) + r
-	return fmt.Sprintf("%s%s-%d-%s", NamePrefix, tag, pid, r), nil
+	return fmt.Sprintf("%s%s-%d-%s", Prefix(), tag, pid, r), nil
 }
 
 func hostNS(base string, i int) string   { return fmt.Sprintf("%s-h%d", base, i) }
@@ -74,11 +103,15 @@ func HostIP(i, r int) net.IP {
 	return net.IPv4(198, 18, byte(r), byte(i+1)).To4()
 }
 
-// parseName returns the pid encoded in a testbed namespace name and whether
-// name is one.
+// parseName returns the pid encoded in a testbed namespace name, of any
+// run label, and whether name is one.
 func parseName(name string) (pid int, ok bool) {
 	rest, ok := strings.CutPrefix(name, NamePrefix)
 	if !ok {
+		return 0, false
+	}
+	run, rest, ok := strings.Cut(rest, "-")
+	if !ok || !validRun(run) {
 		return 0, false
 	}
 	parts := strings.Split(rest, "-")

@@ -10,8 +10,8 @@
 // Names carry the builder's pid, so Sweep can remove what a killed process
 // left behind:
 //
-//	namespace of host i:      ev-<tag>-<pid>-<rand>-h<i>
-//	namespace of rail r:      ev-<tag>-<pid>-<rand>-sw<r>   (Switch only)
+//	namespace of host i:      ev[run]-<tag>-<pid>-<rand>-h<i>
+//	namespace of rail r:      ev[run]-<tag>-<pid>-<rand>-sw<r>   (Switch only)
 //	host interface on rail r: eth<r>                       (inside the host)
 //	bridge of rail r:         br0                          (inside sw<r>)
 //	bridge port to host i:    h<i>                         (inside sw<r>)
@@ -163,7 +163,7 @@ var ErrClosed = errors.New("testbed: closed")
 // Testbed is a built cluster. Its methods are safe for concurrent use.
 type Testbed struct {
 	cfg   Config
-	base  string // "ev-<tag>-<pid>-<rand>"
+	base  string // "ev[run]-<tag>-<pid>-<rand>", see Prefix
 	hosts []*Host
 
 	mu       sync.Mutex

@@ -694,7 +694,7 @@ func TestGo(t *testing.T) {
 
 func TestClose(t *testing.T) {
 	needRoot(t)
-	prefix := fmt.Sprintf("%sclose-%d-", NamePrefix, os.Getpid())
+	prefix := fmt.Sprintf("%sclose-%d-", Prefix(), os.Getpid())
 	links := rootLinks(t)
 	for _, topo := range []Topology{Pair, Switch} {
 		tb, err := New(Config{Hosts: 2, Rails: 3, Topology: topo, Name: "close"})
@@ -774,7 +774,7 @@ func TestClose(t *testing.T) {
 // returns the local end's name; t.Cleanup removes it if it is still there.
 func probe(t *testing.T, ns string, i int) string {
 	t.Helper()
-	name := fmt.Sprintf("evp%s%d", strconv.FormatInt(int64(os.Getpid()), 36), i)
+	name := fmt.Sprintf("%sp%s%d", strings.TrimSuffix(Prefix(), "-"), strconv.FormatInt(int64(os.Getpid()), 36), i)
 	h, err := netns.GetFromName(ns)
 	if err != nil {
 		t.Fatal(err)
@@ -809,7 +809,7 @@ func heldNamespaces(t *testing.T, inodes []string) []string {
 
 func TestNewFailsCleanly(t *testing.T) {
 	needRoot(t)
-	prefix := fmt.Sprintf("%sfail-%d-", NamePrefix, os.Getpid())
+	prefix := fmt.Sprintf("%sfail-%d-", Prefix(), os.Getpid())
 	links := rootLinks(t)
 	for _, topo := range []Topology{Pair, Switch} {
 		cfg := Config{Hosts: 2, Rails: 2, Topology: topo, MTU: 70000, Name: "fail"}
@@ -835,7 +835,7 @@ func TestNewCanceledCleansUp(t *testing.T) {
 	needRoot(t)
 	// A canceled context fails New at its last step, after every
 	// namespace, veth and bridge exists.
-	prefix := fmt.Sprintf("%scancel-%d-", NamePrefix, os.Getpid())
+	prefix := fmt.Sprintf("%scancel-%d-", Prefix(), os.Getpid())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	tb, err := NewContext(ctx, Config{Hosts: 3, Rails: 2, Topology: Switch, Name: "cancel"})
@@ -980,6 +980,9 @@ func TestParseName(t *testing.T) {
 		{"ev-t_b-1234-0a9z-h0", 0, false},
 		{"xx-tb-1234-0a9z-h0", 0, false},
 		{"ev-tb-1234-0a9z-h0-extra", 0, false},
+		{"evci7k-tb-1234-0a9z-h0", 1234, true},
+		{"evci7k2x9-tb-1234-0a9z-h0", 0, false},
+		{"evCI-tb-1234-0a9z-h0", 0, false},
 		{"docker-netns", 0, false},
 	} {
 		pid, ok := parseName(c.name)
@@ -1016,6 +1019,9 @@ func FuzzParseName(f *testing.F) {
 		i := strings.LastIndexByte(name, '-')
 		base := name[:i]
 		tag := strings.Split(base, "-")[1]
+		if run := strings.Split(base, "-")[0][len(NamePrefix):]; !validRun(run) {
+			t.Fatalf("parseName(%q) accepted run label %q", name, run)
+		}
 		if !validTag(tag) || !strings.Contains(base, "-"+strconv.Itoa(pid)+"-") {
 			t.Fatalf("parseName(%q) accepted tag %q pid %d", name, tag, pid)
 		}
@@ -1256,5 +1262,29 @@ func TestFaultAllEtherTypes(t *testing.T) {
 	c, err := tb.FaultCounters(1, 0)
 	if err != nil || c.Dropped < 1 {
 		t.Errorf("counters %+v, %v", c, err)
+	}
+}
+
+// TestPrefixRunLabel: ETHERVIA_RUN labels this run's names, an invalid
+// label is ignored, and Sweep's parser accepts names of every run.
+func TestPrefixRunLabel(t *testing.T) {
+	for _, c := range []struct{ run, want string }{
+		{"", "ev-"},
+		{"ci7k", "evci7k-"},
+		{"CI7K", "ev-"},
+		{"toolong1", "ev-"},
+		{"a-b", "ev-"},
+	} {
+		t.Setenv(RunEnv, c.run)
+		if got := Prefix(); got != c.want {
+			t.Errorf("%s=%q: Prefix() = %q, want %q", RunEnv, c.run, got, c.want)
+		}
+		base, err := baseName("tb", 1234)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pid, ok := parseName(hostNS(base, 0)); !ok || pid != 1234 || !strings.HasPrefix(base, c.want) {
+			t.Errorf("%s=%q: name %q parses as (%d, %v)", RunEnv, c.run, hostNS(base, 0), pid, ok)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/ethervia/ethervia/testbed"
 )
 
 // This file is a small namespace helper for this package's tests: two
@@ -75,7 +77,7 @@ func newVethNetQ(t testing.TB, mtu, queues int) *vethNet {
 		// with this goroutine.
 		runtime.LockOSThread()
 		for n = 0; n < 1000; n++ {
-			na := fmt.Sprintf("ev-xdp-%d-%d-a", pid, n)
+			na := fmt.Sprintf("%sxdp-%d-%d-a", testbed.Prefix(), pid, n)
 			ns, err := netns.NewNamed(na)
 			if errors.Is(err, os.ErrExist) {
 				continue
@@ -85,7 +87,7 @@ func newVethNetQ(t testing.TB, mtu, queues int) *vethNet {
 				return
 			}
 			v.a = host{ns: ns, name: na}
-			nb := fmt.Sprintf("ev-xdp-%d-%d-b", pid, n)
+			nb := fmt.Sprintf("%sxdp-%d-%d-b", testbed.Prefix(), pid, n)
 			ns, err = netns.NewNamed(nb)
 			if err != nil {
 				errc <- fmt.Errorf("netns %s: %w", nb, err)
