@@ -8,7 +8,10 @@ extern int MPIR_C_MPI_WEIGHTS_EMPTY;
 */
 import "C"
 
-import "unsafe"
+import (
+	"encoding/binary"
+	"unsafe"
+)
 
 // Graph and distributed graph topologies: bookkeeping on the communicator
 // (no reordering: MPI allows keeping the ranks).
@@ -195,6 +198,103 @@ func PMPI_Dist_graph_create_adjacent(comm C.MPI_Comm, indeg C.int, sources, swei
 	ne, err := splitInto(ce, 0, ce.c.Rank(), out)
 	if err != nil {
 		return retc(comm, "MPI_Dist_graph_create_adjacent", err)
+	}
+	ne.dist = d
+	return errSuccess
+}
+
+// MPI_Dist_graph_create: every rank names some edges, anyone's; the ranks
+// exchange them (an allgather of counts, then of the edges) and each keeps
+// its own in- and out-edges, in the order of the ranks that named them.
+// The graph is weighted if any rank gave weights (a rank naming no edges
+// may pass NULL).
+//
+//export PMPI_Dist_graph_create
+func PMPI_Dist_graph_create(comm C.MPI_Comm, n C.int, sources, degrees, dests, weightsp *C.int,
+	info C.MPI_Info, reorder C.int, out *C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Dist_graph_create", &mpirc)
+	const fn = "MPI_Dist_graph_create"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	if n < 0 {
+		return retc(comm, fn, errorf(errArg, "%d sources", int(n)))
+	}
+	src, deg := intRanks(n, sources), intRanks(n, degrees)
+	total := 0
+	for i, d := range deg {
+		if d < 0 {
+			return retc(comm, fn, errorf(errArg, "degree %d of source %d", d, src[i]))
+		}
+		total += d
+	}
+	dst := intRanks(C.int(total), dests)
+	w, weighted := weights(weightsp, total)
+	weighted = weighted && weightsp != nil
+	size := ce.c.Size()
+	// Each edge travels as three int32: source, destination, weight.
+	mine := make([]byte, 0, 12*total)
+	k := 0
+	for i, s := range src {
+		for range deg[i] {
+			if s < 0 || s >= size || dst[k] < 0 || dst[k] >= size {
+				return retc(comm, fn, errorf(errRank, "edge %d->%d among %d ranks", s, dst[k], size))
+			}
+			wt := 1
+			if w != nil {
+				wt = w[k]
+			}
+			mine = binary.LittleEndian.AppendUint32(mine, uint32(s))
+			mine = binary.LittleEndian.AppendUint32(mine, uint32(dst[k]))
+			mine = binary.LittleEndian.AppendUint32(mine, uint32(wt))
+			k++
+		}
+	}
+	counts := make([]byte, 8*size)
+	var all []byte
+	flag := uint64(0)
+	if weighted {
+		flag = 1
+	}
+	err = ce.coll(func() error {
+		var cnt [8]byte // bytes of edges << 1 | weighted
+		binary.LittleEndian.PutUint64(cnt[:], uint64(len(mine))<<1|flag)
+		if err := ce.c.Allgather(cnt[:], counts); err != nil {
+			return err
+		}
+		cs, ds, sum := make([]int, size), make([]int, size), 0
+		for r := range size {
+			v := binary.LittleEndian.Uint64(counts[8*r:])
+			cs[r], ds[r] = int(v>>1), sum
+			sum += cs[r]
+			weighted = weighted || v&1 == 1
+		}
+		all = make([]byte, sum)
+		return ce.c.Allgatherv(mine, all, cs, ds)
+	})
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	me := ce.c.Rank()
+	d := &distGraph{weighted: weighted}
+	for e := 0; e+12 <= len(all); e += 12 {
+		s := int(int32(binary.LittleEndian.Uint32(all[e:])))
+		t := int(int32(binary.LittleEndian.Uint32(all[e+4:])))
+		wt := int(int32(binary.LittleEndian.Uint32(all[e+8:])))
+		if t == me {
+			d.sources, d.sweights = append(d.sources, s), append(d.sweights, wt)
+		}
+		if s == me {
+			d.dests, d.dweights = append(d.dests, t), append(d.dweights, wt)
+		}
+	}
+	if !weighted {
+		d.sweights, d.dweights = nil, nil
+	}
+	ne, err := splitInto(ce, 0, me, out)
+	if err != nil {
+		return retc(comm, fn, err)
 	}
 	ne.dist = d
 	return errSuccess

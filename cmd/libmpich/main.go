@@ -186,6 +186,7 @@ type commEntry struct {
 	graph    *graph         // a graph topology, or nil
 	dist     *distGraph     // a distributed graph topology, or nil
 	nbc      *nbcQueue      // the nonblocking collectives' worker, once started
+	nbr      *mplite.Comm   // the neighbourhood collectives' duplicate, once used
 	name     *string        // MPI_Comm_set_name
 }
 
@@ -201,7 +202,14 @@ func newCommEntry(c *mplite.Comm, freeable bool, parent *commEntry) (*commEntry,
 	return ce, nil
 }
 
-func (ce *commEntry) free() error { return ce.c.Free() }
+func (ce *commEntry) free() error {
+	if ce.nbr != nil {
+		if err := ce.nbr.Free(); err != nil {
+			return err
+		}
+	}
+	return ce.c.Free()
+}
 
 // goBytes views n bytes of C memory at p as a slice (nil when n is 0).
 func goBytes(p unsafe.Pointer, n int) []byte {
