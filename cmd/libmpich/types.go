@@ -191,10 +191,14 @@ func reducer(op C.MPI_Op, dt C.MPI_Datatype) (mplite.Reducer, error) {
 	}
 	k, ok := kinds[uint32(dt)]
 	if !ok {
-		return mplite.Reducer{}, errorf(errType, "reductions on datatype %#x are not supported", uint32(dt))
+		if k, ok = extKinds[uint32(dt)]; !ok {
+			return mplite.Reducer{}, errorf(errType, "reductions on datatype %#x are not supported", uint32(dt))
+		}
 	}
 	var r mplite.Reducer
 	switch k {
+	case kComplex64, kComplex128, kLongDouble, kLongDoubleComplex:
+		r, ok = extReducer(op, k)
 	case kInt8:
 		r, ok = intOp[int8](op)
 	case kUint8:

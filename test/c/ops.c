@@ -1,8 +1,10 @@
 /* ops.c: user-defined operations (commutative and not) in Reduce,
  * Allreduce and Scan, MPI_Reduce_local, MPI_Reduce_scatter_block and
- * MPI_Reduce_scatter, MPI_Op_commutative and MPI_Op_free. Every result
+ * MPI_Reduce_scatter, MPI_Op_commutative and MPI_Op_free, and the
+ * predefined operations on complex and long double types. Every result
  * line starts with O<rank>; the test compares them with MPICH's. */
 #include <mpi.h>
+#include <complex.h>
 #include <stdio.h>
 
 static int rank, size;
@@ -83,6 +85,31 @@ int main(int argc, char **argv) {
 	rb[0] = rb[1] = -1;
 	MPI_Reduce_scatter(sb, rb, counts, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 	OUT("Reduce_scatter: %d %d", counts[rank] > 0 ? rb[0] : -1, counts[rank] > 1 ? rb[1] : -1);
+
+	/* Complex and long double: SUM and PROD on complex (C and Fortran
+	 * handles), all four arithmetic ops on long double. Values are small
+	 * integers, so every order of evaluation gives the same result. */
+	float _Complex fc[2] = {(rank + 1) + 1.0f * I, 1.0f - (rank % 2) * I}, fco[2];
+	MPI_Allreduce(fc, fco, 2, MPI_C_FLOAT_COMPLEX, MPI_SUM, MPI_COMM_WORLD);
+	OUT("complex float sum: %g%+gi %g%+gi", crealf(fco[0]), cimagf(fco[0]), crealf(fco[1]), cimagf(fco[1]));
+	double _Complex dc = (rank % 2 ? 1.0 : 0.0) + (rank % 2 ? 0.0 : 1.0) * I, dco;
+	MPI_Allreduce(&dc, &dco, 1, MPI_C_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD);
+	OUT("complex double prod: %g%+gi", creal(dco), cimag(dco));
+	MPI_Reduce(&dc, &dco, 1, MPI_DOUBLE_COMPLEX, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		OUT("DOUBLE_COMPLEX reduce: %g%+gi", creal(dco), cimag(dco));
+	long double ld[4] = {rank, -rank, rank + 0.5L, 2}, ldo[4];
+	MPI_Allreduce(ld, ldo, 4, MPI_LONG_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+	OUT("long double sum: %Lg %Lg %Lg %Lg", ldo[0], ldo[1], ldo[2], ldo[3]);
+	MPI_Allreduce(ld, ldo, 4, MPI_LONG_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+	OUT("long double max: %Lg %Lg %Lg %Lg", ldo[0], ldo[1], ldo[2], ldo[3]);
+	MPI_Allreduce(ld, ldo, 4, MPI_LONG_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+	OUT("long double min: %Lg %Lg %Lg %Lg", ldo[0], ldo[1], ldo[2], ldo[3]);
+	MPI_Allreduce(&ld[3], &ldo[3], 1, MPI_LONG_DOUBLE, MPI_PROD, MPI_COMM_WORLD);
+	OUT("long double prod: %Lg", ldo[3]);
+	long double _Complex ldc = 1.0L + 1.0L * I, ldco;
+	MPI_Allreduce(&ldc, &ldco, 1, MPI_C_LONG_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD);
+	OUT("long double complex prod: %Lg%+Lgi", creall(ldco), cimagl(ldco));
 
 	MPI_Op_free(&mm);
 	MPI_Op_free(&am);
