@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Collectives side by side with Open MPI, in the same sitting: first
-# ../shared/bench/ompi-collectives.sh (8 Open MPI ranks in 8 namespaces on one bridge, MTU 1500),
+# bench/ompi-collectives.sh (8 Open MPI ranks in 8 namespaces on one bridge, MTU 1500),
 # then collbench under mprun -np 8 on the same kind of testbed (8 hosts, one bridge, MTU 1500),
 # at the same points: Bcast, Allgather, Alltoall at 1 B, 1 KiB, 64 KiB, 1 MiB per rank (block),
 # Allreduce of doubles with the 1 B point as 8 B. collbench times every algorithm and the
@@ -18,8 +18,8 @@
 # OMPI_OUT (reuse a file of ompi-collectives.sh output instead of running it), OUT (work dir).
 # Quick check: SECS=0.05 bench/coll.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
+bench=$(cd "$(dirname "$0")" && pwd)
+cd "$bench/.."
 SECS=${SECS:-2}
 ROUNDS=${ROUNDS:-3}
 NP=${NP:-8}
@@ -38,14 +38,14 @@ if [ -n "${OMPI_OUT:-}" ]; then
 else
 	: >"$OUT/ompi.out"
 	for r in $(seq "$ROUNDS"); do
-		SECS=$SECS NP=$NP MTU=$MTU sh "$shared/bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
+		SECS=$SECS NP=$NP MTU=$MTU SIZES=$SIZES COLLS=$COLLS sh "$bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
 			cat "$OUT/ompi.err" >&2
 			echo "coll.sh: ompi-collectives.sh failed (round $r)" >&2
 			exit 1
 		}
 	done
 fi
-echo "coll.sh: Open MPI done ($(grep -c '^ompi ' "$OUT/ompi.out") points)" >&2
+echo "coll.sh: Open MPI done ($(grep -c -E '^(coll=|ompi )' "$OUT/ompi.out") points)" >&2
 
 tune=()
 [ -n "$TUNE" ] && tune=(-tune "$TUNE")
@@ -63,7 +63,9 @@ import re, sys, collections
 import statistics
 runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    m = re.match(r"ompi (\w+) bytes=(\d+) ranks=(\d+) us=([\d.]+)", line)
+    # bench/ompi-collectives.sh's lines (collbench's format; older saved
+    # files have "ompi NAME bytes=N ranks=P us=T")
+    m = re.match(r"(?:coll=|ompi )([\w-]+)(?: algo=[\w-]+)? bytes=(\d+) ranks=(\d+) us=([\d.]+)", line)
     if m:
         runs[(m[1], int(m[2]))].append(float(m[4]))
 ompi = {k: statistics.median(v) for k, v in runs.items()}

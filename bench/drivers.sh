@@ -2,10 +2,13 @@
 # Reproduces the driver numbers in docs/performance.md: the peers (NPtcp and
 # Open MPI's NetPIPE over one veth pair) and both kernel drivers' benchmarks
 # over one veth pair, in one sitting. Needs root and an idle machine.
-# Peers: apt-get install -y netpipe-tcp sockperf openmpi-bin netpipe-openmpi
+# Peers (bench/tcp-baseline.sh, bench/ompi-netpipe.sh):
+# apt-get install -y netpipe-tcp openmpi-bin netpipe-openmpi
 set -euo pipefail
-cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
+bench=$(cd "$(dirname "$0")" && pwd)
+cd "$bench/.."
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 N=${N:-200000}
 
 idle() {
@@ -16,8 +19,8 @@ idle() {
 }
 echo "idle before: $(idle)%"
 echo "== peers"
-sh "$shared/bench/tcp-baseline.sh"
-sh "$shared/bench/ompi-netpipe.sh" 2>/dev/null
+sh "$bench/tcp-baseline.sh"
+sh "$bench/ompi-netpipe.sh" "$work/ompi.out" -u 8388608
 echo "== drivers (go test -bench, ${N} iterations)"
 go test -run '^$' -bench 'PingPong64|Stream64|StreamMTU' -benchtime "${N}x" ./nic/afpacket ./nic/afxdp | grep -E '^Benchmark|^ok'
 echo "idle after: $(idle)%"

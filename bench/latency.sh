@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
 # 1-byte latency of every module and driver, interleaved over ROUNDS rounds so that
 # a noisy neighbour hits all of them alike, with the peers (NPtcp and Open MPI's
-# NetPIPE, ../shared/bench) in the same sitting. Prints the median per module and
+# NetPIPE: bench/tcp-baseline.sh, bench/ompi-netpipe.sh) in the same sitting. Prints the median per module and
 # driver and its ratio to each peer. Needs root, an idle machine and the peers
 # (apt-get install -y netpipe-tcp openmpi-bin netpipe-openmpi).
 # Env: ROUNDS (5), MODULES ("raw vi rdma mplite"), DRIVERS ("afpacket afxdp"), OUT.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
+bench=$(cd "$(dirname "$0")" && pwd)
+cd "$bench/.."
 OUT=${OUT:-$(mktemp -d)}
 ROUNDS=${ROUNDS:-5}
 MODULES=${MODULES:-raw vi rdma mplite}
 DRIVERS=${DRIVERS:-afpacket afxdp}
 go build -o "$OUT/netpipe" ./cmd/netpipe
 
-peer=$(sh "$shared/bench/tcp-baseline.sh" | tail -1)
+peer=$(sh "$bench/tcp-baseline.sh" | tail -1)
 echo "$peer"
 np_lat=$(echo "$peer" | sed -n 's/.* MTU=[0-9]* latency_us=\([0-9.]*\).*/\1/p')
-mpi=$(REPS=3 UPPER=64 sh "$shared/bench/ompi-netpipe.sh" 2>/dev/null | tail -1)
-echo "$mpi"
-mpi_lat=$(echo "$mpi" | sed -n 's/.*latency_us=\([0-9.]*\).*/\1/p')
+# Open MPI: the median 1-byte latency of three short runs.
+: >"$OUT/mpi.lat"
+for r in 1 2 3; do
+	sh "$bench/ompi-netpipe.sh" "$OUT/ompi.out" -l 1 -u 64 | sed -n 's/.*latency_us=\([0-9.]*\).*/\1/p' >>"$OUT/mpi.lat"
+done
+mpi_lat=$(sort -n "$OUT/mpi.lat" | sed -n 2p)
+echo "NPmpi latency_us=$mpi_lat (median of 3: $(tr '\n' ' ' <"$OUT/mpi.lat"))"
 
 : >"$OUT/samples"
 for r in $(seq "$ROUNDS"); do

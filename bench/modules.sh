@@ -6,19 +6,19 @@
 # Env: MODULES (default "raw vi rdma mplite"), DRIVERS ("afpacket afxdp"),
 # ARGS (extra netpipe flags), OUT (directory for np.out files).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-shared=${SHARED:-../shared}
+bench=$(cd "$(dirname "$0")" && pwd)
+cd "$bench/.."
 OUT=${OUT:-$(mktemp -d)}
 MODULES=${MODULES:-raw vi rdma mplite}
 DRIVERS=${DRIVERS:-afpacket afxdp}
 QUICK=${QUICK:--trials 3 -runtime 50ms}
 go build -o "$OUT/netpipe" ./cmd/netpipe
 
-peer=$(sh "$shared/bench/tcp-baseline.sh" | tail -1)
+peer=$(sh "$bench/tcp-baseline.sh" "$OUT/nptcp.out" | tail -1)
 echo "$peer"
 np_lat=$(echo "$peer" | sed -n 's/.* MTU=[0-9]* latency_us=\([0-9.]*\).*/\1/p')
 np_peak=$(echo "$peer" | sed -n 's/.*peak_Mbps=\([0-9]*\).*/\1/p')
-mpi=$(NPOUT="$OUT/ompi.out" sh "$shared/bench/ompi-netpipe.sh" 2>/dev/null | tail -1)
+mpi=$(sh "$bench/ompi-netpipe.sh" "$OUT/ompi.out" -u 8388608 | tail -1)
 echo "$mpi"
 mpi_lat=$(echo "$mpi" | sed -n 's/.*latency_us=\([0-9.]*\).*/\1/p')
 

@@ -9,16 +9,18 @@
 # Env: MTU (1500). Needs root, iproute2, openmpi-bin.
 set -eu
 [ $# -ge 1 ] || { echo "usage: $0 PROGRAM [ARGS]" >&2; exit 2; }
-a=evompi$$a b=evompi$$b
+a=bench-ompi$$a b=bench-ompi$$b
 dir=$(mktemp -d)
 cleanup() {
 	for ns in $a $b; do
+		[ -e "/run/netns/$ns" ] || continue
 		for p in $(ip netns pids $ns 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
 		ip netns del $ns 2>/dev/null || true
 	done
 	rm -rf "$dir"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 i=1
 for ns in $a $b; do
 	ip netns add $ns

@@ -12,7 +12,7 @@
 //	coll=NAME algo=ALGO bytes=N ranks=P us=T
 //
 // where T is the mean time per call over a timed loop of back-to-back calls,
-// the maximum over the ranks, as ../shared/bench/ompi-collectives.sh
+// the maximum over the ranks, as bench/ompi-collectives.sh
 // measures Open MPI. With -rounds R, T is the median of R such loops, each
 // algorithm's loops interleaved with the others'. algo=auto is the cost
 // model's choice; its line ends with chosen=ALGO. Alltoallv also has phased_l2 and phased_l3, CC-MPI's
