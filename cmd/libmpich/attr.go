@@ -43,7 +43,7 @@ func (l *library) setPredefined(size int) {
 	vals[2] = anySource // every rank can do I/O
 	vals[3] = 0         // clocks are not synchronized
 	vals[4] = C.int(size)
-	vals[5] = errRequest // the last predefined error class
+	vals[5] = C.int(l.lastCode()) // MPI_LASTUSEDCODE
 	vals[6] = 0
 }
 

@@ -337,7 +337,27 @@ func PMPI_Type_free(dt *C.MPI_Datatype) (mpirc C.int) {
 	if !ok {
 		return ret("MPI_Type_free", errorf(errType, "datatype %#x is not a derived datatype", uint32(*dt)))
 	}
+	forgetTypeName(*dt)
 	*dt = datatypeNull
+	return errSuccess
+}
+
+// MPI_Type_match_size answers with the Fortran sized types, as MPICH does.
+//
+//export PMPI_Type_match_size
+func PMPI_Type_match_size(class, size C.int, out *C.MPI_Datatype) (mpirc C.int) {
+	defer guard("MPI_Type_match_size", &mpirc)
+	const real, integer, complex = 1, 2, 3 // MPI_TYPECLASS_*
+	bySize := map[int]map[C.int]uint32{
+		real:    {4: 0x4c000427, 8: 0x4c000829, 16: 0x4c00102b},               // MPI_REAL4, 8, 16
+		integer: {1: 0x4c00012d, 2: 0x4c00022f, 4: 0x4c000430, 8: 0x4c000831}, // MPI_INTEGER1, 2, 4, 8
+		complex: {8: 0x4c000828, 16: 0x4c00102a, 32: 0x4c00202c},              // MPI_COMPLEX8, 16, 32
+	}
+	t, ok := bySize[int(class)][size]
+	if !ok {
+		return ret("MPI_Type_match_size", errorf(errArg, "no datatype of class %d and size %d", int(class), int(size)))
+	}
+	*out = C.MPI_Datatype(t)
 	return errSuccess
 }
 

@@ -307,7 +307,13 @@ func PMPI_Error_string(code C.int, str *C.char, resultlen *C.int) (mpirc C.int) 
 	defer guard("MPI_Error_string", &mpirc)
 	s, ok := errText[int(code)]
 	if !ok {
-		s = fmt.Sprintf("Unknown error code %d", int(code))
+		lib.mu.Lock()
+		u, added := lib.userErrs[int(code)]
+		lib.mu.Unlock()
+		s = u.text
+		if !added {
+			s = fmt.Sprintf("Unknown error code %d", int(code))
+		}
 	}
 	cString(str, maxErrorString, s, resultlen)
 	return errSuccess
@@ -316,7 +322,12 @@ func PMPI_Error_string(code C.int, str *C.char, resultlen *C.int) (mpirc C.int) 
 //export PMPI_Error_class
 func PMPI_Error_class(code C.int, class *C.int) (mpirc C.int) {
 	defer guard("MPI_Error_class", &mpirc)
-	*class = code // the library's codes are classes
+	*class = code // the library's own codes are classes
+	lib.mu.Lock()
+	if u, ok := lib.userErrs[int(code)]; ok {
+		*class = C.int(u.class)
+	}
+	lib.mu.Unlock()
 	return errSuccess
 }
 
@@ -356,4 +367,28 @@ func PMPI_Buffer_detach(bufAddr unsafe.Pointer, size *C.int) (mpirc C.int) {
 	*(*uintptr)(bufAddr) = addr
 	*size = C.int(n)
 	return ret("MPI_Buffer_detach", mplite.Waitall(bs...))
+}
+
+// MPI_Alloc_mem is malloc: every buffer is registered on first use, so
+// special memory would gain nothing.
+//
+//export PMPI_Alloc_mem
+func PMPI_Alloc_mem(size C.MPI_Aint, in C.MPI_Info, base unsafe.Pointer) (mpirc C.int) {
+	defer guard("MPI_Alloc_mem", &mpirc)
+	if size < 0 || base == nil {
+		return ret("MPI_Alloc_mem", errorf(errArg, "size %d, base %p", int64(size), base))
+	}
+	p := cMalloc(int(size))
+	if p == nil {
+		return ret("MPI_Alloc_mem", errorf(errNoMem, "cannot allocate %d bytes", int64(size)))
+	}
+	*(*unsafe.Pointer)(base) = p
+	return errSuccess
+}
+
+//export PMPI_Free_mem
+func PMPI_Free_mem(base unsafe.Pointer) (mpirc C.int) {
+	defer guard("MPI_Free_mem", &mpirc)
+	cFree(base)
+	return errSuccess
 }

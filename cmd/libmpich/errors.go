@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"github.com/ethervia/ethervia/mplite"
 )
@@ -117,4 +118,93 @@ func guard(fn string, rc *C.int) {
 	if p := recover(); p != nil {
 		*rc = ret(fn, errorf(errArg, "invalid argument (a NULL or bad pointer?): %v", p))
 	}
+}
+
+// userErr is an error class or code added by MPI_Add_error_class or
+// MPI_Add_error_code, with its MPI_Add_error_string text.
+type userErr struct {
+	class int
+	text  string
+	codes int // of a class: how many codes were added to it
+}
+
+// errLastCode is MPICH's MPI_ERR_LASTCODE: added classes and codes lie
+// above it, as in MPICH (classes 0x40000001 up, code m of class c at
+// c + m<<8).
+const errLastCode = 0x3fffffff
+
+// lastCode returns MPI_LASTUSEDCODE: the largest class or code in use.
+// l.mu is held.
+func (l *library) lastCode() int { return max(errLastCode, l.lastErr) }
+
+//export PMPI_Add_error_class
+func PMPI_Add_error_class(class *C.int) (mpirc C.int) {
+	defer guard("MPI_Add_error_class", &mpirc)
+	lib.mu.Lock()
+	c := lib.addErr(-1)
+	lib.mu.Unlock()
+	*class = C.int(c)
+	return errSuccess
+}
+
+//export PMPI_Add_error_code
+func PMPI_Add_error_code(class C.int, code *C.int) (mpirc C.int) {
+	defer guard("MPI_Add_error_code", &mpirc)
+	lib.mu.Lock()
+	u, ok := lib.userErrs[int(class)]
+	ok = ok && u.class == int(class)
+	if ok {
+		*code = C.int(lib.addErr(int(class)))
+	}
+	lib.mu.Unlock()
+	if !ok {
+		// (Adding codes to the predefined classes is not supported.)
+		return ret("MPI_Add_error_code", errorf(errArg, "%d is not an error class added by MPI_Add_error_class", int(class)))
+	}
+	return errSuccess
+}
+
+//export PMPI_Add_error_string
+func PMPI_Add_error_string(code C.int, text *C.char) (mpirc C.int) {
+	defer guard("MPI_Add_error_string", &mpirc)
+	s, err := goString(text, maxErrorString)
+	if err != nil {
+		return ret("MPI_Add_error_string", err)
+	}
+	lib.mu.Lock()
+	u, ok := lib.userErrs[int(code)]
+	if ok {
+		u.text = s
+		lib.userErrs[int(code)] = u
+	}
+	lib.mu.Unlock()
+	if !ok {
+		return ret("MPI_Add_error_string", errorf(errArg, "error code %d was not added by MPI_Add_error_class/code", int(code)))
+	}
+	return errSuccess
+}
+
+// addErr adds a new class (class < 0) or the next code of class, and
+// publishes MPI_LASTUSEDCODE. l.mu is held.
+func (l *library) addErr(class int) int {
+	if l.userErrs == nil {
+		l.userErrs = make(map[int]userErr)
+	}
+	var c int
+	if class < 0 {
+		l.classes++
+		c = errLastCode + 1 + l.classes
+		class = c
+	} else {
+		u := l.userErrs[class]
+		u.codes++
+		l.userErrs[class] = u
+		c = class + u.codes<<8
+	}
+	l.lastErr = max(l.lastErr, c)
+	l.userErrs[c] = userErr{class: class}
+	if l.attrVals != nil {
+		unsafe.Slice((*C.int)(l.attrVals), len(predefined))[5] = C.int(l.lastCode())
+	}
+	return c
 }

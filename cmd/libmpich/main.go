@@ -85,6 +85,7 @@ const (
 	errGroup    = 8
 	errTopology = 10
 	errDims     = 11
+	errNoMem    = 34
 )
 
 var errText = map[int]string{
@@ -105,30 +106,35 @@ var errText = map[int]string{
 	errInStatus: "Error code is in status",
 	errPending:  "Pending request",
 	errRequest:  "Invalid request handle",
+	errNoMem:    "Out of memory",
 }
 
 // library is the state of the MPI library in this process. A C ABI has
 // process-wide state by nature (MPI_COMM_WORLD is a constant), so this is the
 // one package-level variable; every field is guarded by mu.
 type library struct {
-	mu       sync.Mutex
-	state    int // 0 before MPI_Init, 1 initialized, 2 finalized
-	world    *mplite.Comm
-	comms    map[int32]*commEntry
-	nextComm int32
-	reqs     reqTable
-	bsends   []*mplite.Request // buffered sends not yet complete
-	bufAddr  uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
-	bufSize  int
-	errhs    handles[*errhandler] // user error handlers
-	keyvals  handles[*keyval]     // user attribute keys
-	types    handles[*typeEntry]  // derived datatypes
-	groups   handles[[]int]       // groups: world ranks in group order
-	ops      handles[*userOp]     // user reduction operations
-	infos    handles[*info]       // MPI_Info objects
-	stages   [][]byte             // staging copies kept for reuse (tbuf)
-	messages handles[*probed]     // messages taken by MPI_Mprobe
-	attrVals unsafe.Pointer       // C memory for the predefined attributes' values
+	mu        sync.Mutex
+	state     int // 0 before MPI_Init, 1 initialized, 2 finalized
+	world     *mplite.Comm
+	comms     map[int32]*commEntry
+	nextComm  int32
+	reqs      reqTable
+	bsends    []*mplite.Request // buffered sends not yet complete
+	bufAddr   uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
+	bufSize   int
+	errhs     handles[*errhandler] // user error handlers
+	keyvals   handles[*keyval]     // user attribute keys
+	types     handles[*typeEntry]  // derived datatypes
+	groups    handles[[]int]       // groups: world ranks in group order
+	ops       handles[*userOp]     // user reduction operations
+	infos     handles[*info]       // MPI_Info objects
+	stages    [][]byte             // staging copies kept for reuse (tbuf)
+	messages  handles[*probed]     // messages taken by MPI_Mprobe
+	attrVals  unsafe.Pointer       // C memory for the predefined attributes' values
+	typeNames map[uint32]string    // MPI_Type_set_name
+	userErrs  map[int]userErr      // MPI_Add_error_class and _code
+	lastErr   int                  // the largest added error class or code
+	classes   int                  // error classes added
 }
 
 var lib = &library{}

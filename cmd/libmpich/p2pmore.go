@@ -7,6 +7,8 @@ import "C"
 
 import (
 	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
 )
 
 // someDone completes every finished request of qs: it writes index i of
@@ -217,7 +219,7 @@ func PMPI_Comm_idup(comm C.MPI_Comm, newcomm *C.MPI_Comm, req *C.MPI_Request) (m
 			return err
 		}
 		lib.mu.Lock()
-		ne.c, ne.cart = c, ce.cart
+		ne.c, ne.cart, ne.graph, ne.dist = c, ce.cart, ce.graph, ce.dist // a duplicate keeps the topology
 		lib.mu.Unlock()
 		if code := copyAttrs(ce, ne); code != 0 {
 			return errorf(code, "an attribute copy callback failed with %d", code)
@@ -225,4 +227,34 @@ func PMPI_Comm_idup(comm C.MPI_Comm, newcomm *C.MPI_Comm, req *C.MPI_Request) (m
 		return nil
 	})
 	return retc(comm, "MPI_Comm_idup", lib.handOut(q, req))
+}
+
+// MPI_Ibsend buffers like MPI_Bsend and hands out a request that is
+// already complete: the program may reuse its buffer at once, and waiting
+// for it never waits for the receiver.
+//
+//export PMPI_Ibsend
+func PMPI_Ibsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Ibsend", &mpirc)
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return retc(comm, "MPI_Ibsend", err)
+	}
+	if req == nil {
+		return retc(comm, "MPI_Ibsend", errorf(errArg, "NULL request"))
+	}
+	if rc := PMPI_Bsend(buf, count, dt, dest, tag, comm); rc != errSuccess {
+		return rc
+	}
+	q := lib.newReq()
+	q.ce, q.done = ce, true
+	return retc(comm, "MPI_Ibsend", lib.handOut(q, req))
+}
+
+// MPI_Irsend is MPI_Isend: a ready send may always be sent as a standard one.
+//
+//export PMPI_Irsend
+func PMPI_Irsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Irsend", &mpirc)
+	return isend("MPI_Irsend", (*mplite.Comm).Isend, buf, count, dt, dest, tag, comm, req)
 }

@@ -4,6 +4,7 @@
  * test compares them with MPICH's. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int rank, size;
 #define OUT(...) do { char l_[1024]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("M%d %s\n", rank, l_); fflush(stdout); } while (0)
@@ -102,6 +103,115 @@ int main(int argc, char **argv) {
 	MPI_Type_size_c(MPI_DOUBLE, &tsz);
 	OUT("large count: got %d..%d count %lld, bcast %d %d, sum %d %d, double size %lld", lr[0], lr[3], (long long)bc, lb[0], lb[1], lsum[0],
 	    lsum[3], (long long)tsz);
+	/* names of datatypes, Type_match_size, info on communicators,
+	 * intercommunicator test, added error classes, Alloc_mem */
+	char tn[MPI_MAX_OBJECT_NAME];
+	int tnl;
+	MPI_Type_get_name(MPI_DOUBLE, tn, &tnl);
+	OUT("type name: %s %d", tn, tnl);
+	MPI_Datatype pair2;
+	MPI_Type_contiguous(2, MPI_INT, &pair2);
+	MPI_Type_get_name(pair2, tn, &tnl);
+	OUT("unnamed derived type: '%s' %d", tn, tnl);
+	MPI_Type_set_name(pair2, "int pair");
+	MPI_Type_get_name(pair2, tn, &tnl);
+	OUT("named derived type: '%s' %d", tn, tnl);
+	MPI_Type_free(&pair2);
+	MPI_Datatype m1t, m2t, m3t;
+	MPI_Type_match_size(MPI_TYPECLASS_REAL, 8, &m1t);
+	MPI_Type_match_size(MPI_TYPECLASS_INTEGER, 4, &m2t);
+	MPI_Type_match_size(MPI_TYPECLASS_COMPLEX, 16, &m3t);
+	OUT("match_size: %d %d %d", m1t == MPI_REAL8, m2t == MPI_INTEGER4, m3t == MPI_COMPLEX16);
+	MPI_Comm wi;
+	MPI_Info ci;
+	int inter = -1, wr;
+	MPI_Comm_dup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, &wi);
+	MPI_Info_create(&ci);
+	MPI_Info_set(ci, "mpi_assert_no_any_tag", "false");
+	MPI_Comm_set_info(wi, ci);
+	MPI_Info_free(&ci);
+	MPI_Comm_get_info(wi, &ci);
+	MPI_Comm_test_inter(wi, &inter);
+	MPI_Comm_rank(wi, &wr);
+	OUT("dup_with_info: rank %d info %d inter %d", wr, ci != MPI_INFO_NULL, inter);
+	MPI_Info_free(&ci);
+	MPI_Comm_free(&wi);
+	int ecl, eco, ecl2, eck, esl, *elast, eflag;
+	char es[MPI_MAX_ERROR_STRING];
+	MPI_Add_error_class(&ecl);
+	MPI_Add_error_code(ecl, &eco);
+	MPI_Add_error_string(eco, "a code of our own");
+	MPI_Add_error_class(&ecl2);
+	MPI_Error_class(eco, &eck);
+	MPI_Error_string(eco, es, &esl);
+	MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, &elast, &eflag);
+	OUT("error classes: distinct %d above lastcode %d class of code %d '%s' lastused ok %d", ecl != ecl2 && eco != ecl,
+	    ecl > MPI_ERR_LASTCODE && eco > MPI_ERR_LASTCODE, eck == ecl, es, eflag && *elast >= ecl2);
+	int *mem;
+	MPI_Alloc_mem(16 * sizeof(int), MPI_INFO_NULL, &mem);
+	for (int i = 0; i < 16; i++)
+		mem[i] = rank * 16 + i;
+	int memr[16];
+	MPI_Sendrecv(mem, 16, MPI_INT, next, 12, memr, 16, MPI_INT, prev, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Free_mem(mem);
+	OUT("Alloc_mem: got %d..%d", memr[0], memr[15]);
+	/* Ibsend (complete at once) and Irsend */
+	int bsz = 2 * (MPI_BSEND_OVERHEAD + (int)sizeof(int));
+	char *bbuf = malloc(bsz);
+	MPI_Buffer_attach(bbuf, bsz);
+	int ib = rank + 500, ibr = -1, ir = rank + 600, irr = -1;
+	MPI_Request ibq[3];
+	MPI_Irecv(&irr, 1, MPI_INT, prev, 14, MPI_COMM_WORLD, &ibq[2]);
+	MPI_Barrier(MPI_COMM_WORLD); /* the receive is posted before the ready send */
+	MPI_Ibsend(&ib, 1, MPI_INT, next, 13, MPI_COMM_WORLD, &ibq[0]);
+	ib = -1; /* the buffer is free at once */
+	MPI_Irsend(&ir, 1, MPI_INT, next, 14, MPI_COMM_WORLD, &ibq[1]);
+	MPI_Recv(&ibr, 1, MPI_INT, prev, 13, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	for (int i = 0; i < 3; i++)
+		MPI_Wait(&ibq[i], MPI_STATUS_IGNORE);
+	void *dbuf;
+	int dsz;
+	MPI_Buffer_detach(&dbuf, &dsz);
+	free(bbuf);
+	OUT("Ibsend %d Irsend %d detach %d", ibr, irr, dsz == bsz);
+	/* persistent vector collectives, the persistent reduce-scatter and
+	 * Ialltoallw */
+	int *agc = malloc(size * sizeof(int)), *agd = malloc(size * sizeof(int)), agr[64], agv[2] = {rank, -rank};
+	for (int i = 0; i < size; i++)
+		agc[i] = 1 + i % 2, agd[i] = 2 * i;
+	int agn = 1 + rank % 2;
+	MPI_Request pq;
+	MPI_Allgatherv_init(agv, agn, MPI_INT, agr, agc, agd, MPI_INT, MPI_COMM_WORLD, MPI_INFO_NULL, &pq);
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 2 * size; i++)
+			agr[i] = -9;
+		agv[0] = rank + 100 * round;
+		MPI_Start(&pq);
+		MPI_Wait(&pq, MPI_STATUS_IGNORE);
+		OUT("Allgatherv_init round %d: %d %d %d %d", round, agr[0], agr[1], agr[2], agr[3]);
+	}
+	MPI_Request_free(&pq);
+	int rsb[64], rsr[2];
+	for (int i = 0; i < 2 * size; i++)
+		rsb[i] = rank + i;
+	MPI_Reduce_scatter_block_init(rsb, rsr, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &pq);
+	MPI_Start(&pq);
+	MPI_Wait(&pq, MPI_STATUS_IGNORE);
+	MPI_Request_free(&pq);
+	OUT("Reduce_scatter_block_init: %d %d", rsr[0], rsr[1]);
+	int *wsc = malloc(size * sizeof(int)), *wsd = malloc(size * sizeof(int)), wsb[64], wrb[64];
+	MPI_Datatype *wty = malloc(size * sizeof(MPI_Datatype));
+	for (int i = 0; i < size; i++)
+		wsc[i] = 1, wsd[i] = i * (int)sizeof(int), wty[i] = MPI_INT, wsb[i] = rank * 10 + i, wrb[i] = -1;
+	MPI_Request wq;
+	MPI_Ialltoallw(wsb, wsc, wsd, wty, wrb, wsc, wsd, wty, MPI_COMM_WORLD, &wq);
+	MPI_Wait(&wq, MPI_STATUS_IGNORE);
+	OUT("Ialltoallw: %d %d", wrb[0], wrb[size - 1]);
+	free(agc);
+	free(agd);
+	free(wsc);
+	free(wsd);
+	free(wty);
 	MPI_Finalize();
 	return 0;
 }
