@@ -25,6 +25,7 @@ var pkgs = map[string]string{
 	"netpipe":   "github.com/ethervia/ethervia/cmd/netpipe",
 	"mpitest":   "github.com/ethervia/ethervia/mplite/internal/mpitest/cmd/mpitest",
 	"collbench": "github.com/ethervia/ethervia/cmd/collbench",
+	"hello":     "github.com/ethervia/ethervia/examples/hello",
 }
 
 // path returns the built program, building it first if needed.
