@@ -20,6 +20,7 @@ const typeFirst = -0x34000000 // 0xcc000000 as an int32
 type typeEntry struct {
 	l         *layout
 	committed bool
+	env       *envelope // the constructor call (MPI_Type_get_contents)
 }
 
 func isBuiltin(dt C.MPI_Datatype) bool { return uint32(dt)&0xff000000 == 0x4c000000 }
@@ -92,12 +93,12 @@ func commLayout(dt C.MPI_Datatype) (*layout, error) {
 	return l, err
 }
 
-func newType(l *layout, out *C.MPI_Datatype) error {
+func newType(l *layout, e *envelope, out *C.MPI_Datatype) error {
 	if out == nil {
 		return errorf(errArg, "NULL result datatype")
 	}
 	lib.mu.Lock()
-	h := lib.types.add(typeFirst, &typeEntry{l: l})
+	h := lib.types.add(typeFirst, &typeEntry{l: l, env: e})
 	lib.mu.Unlock()
 	*out = C.MPI_Datatype(h)
 	return nil
@@ -105,7 +106,7 @@ func newType(l *layout, out *C.MPI_Datatype) error {
 
 // construct runs a constructor over old's layout and hands out the new
 // type.
-func construct(fn string, old C.MPI_Datatype, out *C.MPI_Datatype, make func(o *layout) (*layout, error)) C.int {
+func construct(fn string, e *envelope, old C.MPI_Datatype, out *C.MPI_Datatype, make func(o *layout) (*layout, error)) C.int {
 	o, _, err := layoutOf(old)
 	if err != nil {
 		return ret(fn, err)
@@ -114,7 +115,8 @@ func construct(fn string, old C.MPI_Datatype, out *C.MPI_Datatype, make func(o *
 	if err != nil {
 		return ret(fn, err)
 	}
-	return ret(fn, newType(l, out))
+	e.types = []typeRef{refOf(old)}
+	return ret(fn, newType(l, e, out))
 }
 
 func cInt64s(p *C.int, n int) []int64 {
@@ -150,7 +152,7 @@ func checkArrays(count C.int, ps ...unsafe.Pointer) error {
 //export PMPI_Type_contiguous
 func PMPI_Type_contiguous(count C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_contiguous", &mpirc)
-	return construct("MPI_Type_contiguous", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_contiguous", &envelope{combiner: combinerContiguous, ints: []int{int(count)}}, old, out, func(o *layout) (*layout, error) {
 		return hvector(1, int64(count), 0, o)
 	})
 }
@@ -158,7 +160,7 @@ func PMPI_Type_contiguous(count C.int, old C.MPI_Datatype, out *C.MPI_Datatype) 
 //export PMPI_Type_vector
 func PMPI_Type_vector(count, blocklen, stride C.int, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_vector", &mpirc)
-	return construct("MPI_Type_vector", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_vector", &envelope{combiner: combinerVector, ints: []int{int(count), int(blocklen), int(stride)}}, old, out, func(o *layout) (*layout, error) {
 		return hvector(int64(count), int64(blocklen), int64(stride)*o.extent(), o)
 	})
 }
@@ -166,7 +168,7 @@ func PMPI_Type_vector(count, blocklen, stride C.int, old C.MPI_Datatype, out *C.
 //export PMPI_Type_create_hvector
 func PMPI_Type_create_hvector(count, blocklen C.int, stride C.MPI_Aint, old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_hvector", &mpirc)
-	return construct("MPI_Type_create_hvector", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_create_hvector", &envelope{combiner: combinerHvector, ints: []int{int(count), int(blocklen)}, aints: []int64{int64(stride)}}, old, out, func(o *layout) (*layout, error) {
 		return hvector(int64(count), int64(blocklen), int64(stride), o)
 	})
 }
@@ -182,7 +184,8 @@ func PMPI_Type_indexed(count C.int, lens, disps *C.int, old C.MPI_Datatype, out 
 	if err := checkArrays(count, unsafe.Pointer(lens), unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_indexed", err)
 	}
-	return construct("MPI_Type_indexed", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_indexed", &envelope{combiner: combinerIndexed,
+		ints: append(append([]int{int(count)}, cIntList(lens, int(count))...), cIntList(disps, int(count))...)}, old, out, func(o *layout) (*layout, error) {
 		d := cInt64s(disps, int(count))
 		for i := range d {
 			d[i] *= o.extent()
@@ -197,7 +200,8 @@ func PMPI_Type_create_hindexed(count C.int, lens *C.int, disps *C.MPI_Aint, old 
 	if err := checkArrays(count, unsafe.Pointer(lens), unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_create_hindexed", err)
 	}
-	return construct("MPI_Type_create_hindexed", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_create_hindexed", &envelope{combiner: combinerHindexed,
+		ints: append([]int{int(count)}, cIntList(lens, int(count))...), aints: cAints(disps, int(count))}, old, out, func(o *layout) (*layout, error) {
 		return hindexed(cInt64s(lens, int(count)), cAints(disps, int(count)), o)
 	})
 }
@@ -213,7 +217,8 @@ func PMPI_Type_create_indexed_block(count, blocklen C.int, disps *C.int, old C.M
 	if err := checkArrays(count, unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_create_indexed_block", err)
 	}
-	return construct("MPI_Type_create_indexed_block", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_create_indexed_block", &envelope{combiner: combinerIndexedBlock,
+		ints: append([]int{int(count), int(blocklen)}, cIntList(disps, int(count))...)}, old, out, func(o *layout) (*layout, error) {
 		d := cInt64s(disps, int(count))
 		lens := make([]int64, count)
 		for i := range d {
@@ -230,7 +235,8 @@ func PMPI_Type_create_hindexed_block(count, blocklen C.int, disps *C.MPI_Aint, o
 	if err := checkArrays(count, unsafe.Pointer(disps)); err != nil {
 		return ret("MPI_Type_create_hindexed_block", err)
 	}
-	return construct("MPI_Type_create_hindexed_block", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_create_hindexed_block", &envelope{combiner: combinerHindexedBlock,
+		ints: []int{int(count), int(blocklen)}, aints: cAints(disps, int(count))}, old, out, func(o *layout) (*layout, error) {
 		lens := make([]int64, count)
 		for i := range lens {
 			lens[i] = int64(blocklen)
@@ -257,7 +263,11 @@ func PMPI_Type_create_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types 
 	if err != nil {
 		return ret("MPI_Type_create_struct", err)
 	}
-	return ret("MPI_Type_create_struct", newType(l, out))
+	e := &envelope{combiner: combinerStruct, ints: append([]int{int(count)}, cIntList(lens, int(count))...), aints: cAints(disps, int(count))}
+	for _, t := range unsafe.Slice(types, int(count)) {
+		e.types = append(e.types, refOf(t))
+	}
+	return ret("MPI_Type_create_struct", newType(l, e, out))
 }
 
 //export PMPI_Type_struct
@@ -268,7 +278,7 @@ func PMPI_Type_struct(count C.int, lens *C.int, disps *C.MPI_Aint, types *C.MPI_
 //export PMPI_Type_create_resized
 func PMPI_Type_create_resized(old C.MPI_Datatype, lb, extent C.MPI_Aint, out *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_create_resized", &mpirc)
-	return construct("MPI_Type_create_resized", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_create_resized", &envelope{combiner: combinerResized, aints: []int64{int64(lb), int64(extent)}}, old, out, func(o *layout) (*layout, error) {
 		return resized(o, int64(lb), int64(extent)), nil
 	})
 }
@@ -286,7 +296,8 @@ func PMPI_Type_create_subarray(ndims C.int, sizes, subsizes, starts *C.int, orde
 		return ret("MPI_Type_create_subarray", errorf(errArg, "order %d (MPI_ORDER_C or MPI_ORDER_FORTRAN)", int(order)))
 	}
 	n := int(ndims)
-	return construct("MPI_Type_create_subarray", old, out, func(o *layout) (*layout, error) {
+	return construct("MPI_Type_create_subarray", &envelope{combiner: combinerSubarray,
+		ints: append(append(append([]int{n}, cIntList(sizes, n)...), append(cIntList(subsizes, n), cIntList(starts, n)...)...), int(order))}, old, out, func(o *layout) (*layout, error) {
 		return subarray(cInt64s(sizes, n), cInt64s(subsizes, n), cInt64s(starts, n), order == orderFortran, o)
 	})
 }
@@ -298,7 +309,7 @@ func PMPI_Type_dup(old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	if err != nil {
 		return ret("MPI_Type_dup", err)
 	}
-	if err := newType(l, out); err != nil {
+	if err := newType(l, env(combinerDup, old, nil, nil), out); err != nil {
 		return ret("MPI_Type_dup", err)
 	}
 	lib.mu.Lock()

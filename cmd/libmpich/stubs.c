@@ -254,9 +254,7 @@ int PMPI_Type_create_subarray_c() { return ethervia_unimplemented("MPI_Type_crea
 int PMPI_Type_delete_attr() { return ethervia_unimplemented("MPI_Type_delete_attr", 3); }
 int PMPI_Type_free_keyval() { return ethervia_unimplemented("MPI_Type_free_keyval", 3); }
 int PMPI_Type_get_attr() { return ethervia_unimplemented("MPI_Type_get_attr", 3); }
-int PMPI_Type_get_contents() { return ethervia_unimplemented("MPI_Type_get_contents", 3); }
 int PMPI_Type_get_contents_c() { return ethervia_unimplemented("MPI_Type_get_contents_c", 3); }
-int PMPI_Type_get_envelope() { return ethervia_unimplemented("MPI_Type_get_envelope", 3); }
 int PMPI_Type_get_envelope_c() { return ethervia_unimplemented("MPI_Type_get_envelope_c", 3); }
 int PMPI_Type_get_extent_c() { return ethervia_unimplemented("MPI_Type_get_extent_c", 3); }
 int PMPI_Type_get_true_extent_c() { return ethervia_unimplemented("MPI_Type_get_true_extent_c", 3); }

@@ -194,6 +194,56 @@ int main(int argc, char **argv) {
 	MPI_Get_elements(&st, col, &el);
 	OUT("partial: count undefined %d, elements %d, got %g %g", cnt == MPI_UNDEFINED, el, recvd[0][0], recvd[3][0]);
 
+	/* envelopes and contents: decode each constructor, as I/O layers
+	 * and tracers do */
+	{
+		MPI_Datatype v, hv, ix, st, rs, sa, dp, ib, inner[2] = {MPI_INT, MPI_DOUBLE};
+		int blens[3] = {2, 1, 3}, disp[3] = {0, 4, 9}, sizes[2] = {6, 5}, subs[2] = {2, 3}, starts[2] = {1, 2};
+		MPI_Aint adisp[2] = {0, 8};
+		MPI_Type_vector(3, 2, 5, MPI_INT, &v);
+		MPI_Type_create_hvector(2, 1, 64, v, &hv);
+		MPI_Type_indexed(3, blens, disp, MPI_FLOAT, &ix);
+		MPI_Type_create_struct(2, blens, adisp, inner, &st);
+		MPI_Type_create_resized(st, -4, 32, &rs);
+		MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_FORTRAN, MPI_CHAR, &sa);
+		MPI_Type_dup(ix, &dp);
+		MPI_Type_create_indexed_block(2, 4, disp, MPI_SHORT, &ib);
+		MPI_Datatype all[] = {MPI_INT, v, hv, ix, st, rs, sa, dp, ib};
+		for (int k = 0; k < (int)(sizeof all / sizeof *all); k++) {
+			int ni, na, nd, comb;
+			MPI_Type_get_envelope(all[k], &ni, &na, &nd, &comb);
+			char line[600];
+			int off = snprintf(line, sizeof line, "envelope %d: combiner %d ints %d aints %d types %d", k, comb, ni, na, nd);
+			if (comb != MPI_COMBINER_NAMED) {
+				int is[32];
+				MPI_Aint as[8];
+				MPI_Datatype ts[4];
+				MPI_Type_get_contents(all[k], 32, 8, 4, is, as, ts);
+				for (int i = 0; i < ni; i++)
+					off += snprintf(line + off, sizeof line - off, " i%d", is[i]);
+				for (int i = 0; i < na; i++)
+					off += snprintf(line + off, sizeof line - off, " a%ld", (long)as[i]);
+				for (int i = 0; i < nd; i++) {
+					int tn, ta, td, tc, sz;
+					MPI_Type_get_envelope(ts[i], &tn, &ta, &td, &tc);
+					MPI_Type_size(ts[i], &sz);
+					off += snprintf(line + off, sizeof line - off, " t(comb %d size %d)", tc, sz);
+					if (tc != MPI_COMBINER_NAMED)
+						MPI_Type_free(&ts[i]);
+				}
+			}
+			OUT("%s", line);
+		}
+		MPI_Type_free(&v);
+		MPI_Type_free(&hv);
+		MPI_Type_free(&ix);
+		MPI_Type_free(&st);
+		MPI_Type_free(&rs);
+		MPI_Type_free(&sa);
+		MPI_Type_free(&dp);
+		MPI_Type_free(&ib);
+	}
+
 	MPI_Type_free(&col);
 	MPI_Type_free(&upper);
 	MPI_Type_free(&ptype0);
