@@ -258,22 +258,24 @@ func PMPI_Gatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 	if err := checkRoot(root, n); err != nil {
 		return retc(comm, fn, err)
 	}
-	var send, recv []byte
-	var cs, ds []int
+	var send []byte
+	var rv vecBuf
 	if rank == int(root) {
-		if cs, ds, err = vecArgs(n, rcounts, displs, rtype); err != nil {
+		if rv, err = vecBufOf(rbuf, n, rcounts, displs, rtype); err != nil {
 			return retc(comm, fn, err)
 		}
-		recv = goBytes(rbuf, extent(cs, ds))
 		if isInPlace(sbuf) {
-			send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
+			send = append([]byte(nil), rv.buf[rv.displs[rank]:][:rv.counts[rank]]...)
 		} else if send, err = vecSend(sbuf, scount, stype); err != nil {
+			rv.release()
 			return retc(comm, fn, err)
 		}
 	} else if send, err = vecSend(sbuf, scount, stype); err != nil {
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.coll(func() error { return ce.c.Gatherv(send, recv, cs, ds, int(root)) }))
+	err = ce.coll(func() error { return ce.c.Gatherv(send, rv.buf, rv.counts, rv.displs, int(root)) })
+	rv.finish(err == nil)
+	return retc(comm, fn, err)
 }
 
 //export PMPI_Scatter
@@ -323,23 +325,23 @@ func PMPI_Scatterv(sbuf unsafe.Pointer, scounts, displs *C.int, stype C.MPI_Data
 	if err := checkRoot(root, n); err != nil {
 		return retc(comm, fn, err)
 	}
-	var send []byte
+	var sv vecBuf
 	var rt tbuf
-	var cs, ds []int
 	if rank == int(root) {
-		if cs, ds, err = vecArgs(n, scounts, displs, stype); err != nil {
+		if sv, err = vecBufOf(sbuf, n, scounts, displs, stype); err != nil {
 			return retc(comm, fn, err)
 		}
-		send = goBytes(sbuf, extent(cs, ds))
 		if isInPlace(rbuf) {
-			rt.b = make([]byte, cs[rank])
+			rt.b = make([]byte, sv.counts[rank])
 		} else if rt, err = collBuf(rbuf, rcount, rtype); err != nil {
+			sv.release()
 			return retc(comm, fn, err)
 		}
 	} else if rt, err = collBuf(rbuf, rcount, rtype); err != nil {
 		return retc(comm, fn, err)
 	}
-	err = ce.coll(func() error { return ce.c.Scatterv(send, cs, ds, rt.b, int(root)) })
+	err = ce.coll(func() error { return ce.c.Scatterv(sv.buf, sv.counts, sv.displs, rt.b, int(root)) })
+	sv.finish(false)
 	rt.unpack(len(rt.b))
 	return retc(comm, fn, err)
 }
@@ -381,18 +383,20 @@ func PMPI_Allgatherv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype,
 		return retc(comm, fn, err)
 	}
 	n, rank := ce.c.Size(), ce.c.Rank()
-	cs, ds, err := vecArgs(n, rcounts, displs, rtype)
+	rv, err := vecBufOf(rbuf, n, rcounts, displs, rtype)
 	if err != nil {
 		return retc(comm, fn, err)
 	}
-	recv := goBytes(rbuf, extent(cs, ds))
 	var send []byte
 	if isInPlace(sbuf) {
-		send = append([]byte(nil), recv[ds[rank]:][:cs[rank]]...)
+		send = append([]byte(nil), rv.buf[rv.displs[rank]:][:rv.counts[rank]]...)
 	} else if send, err = vecSend(sbuf, scount, stype); err != nil {
+		rv.release()
 		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.coll(func() error { return ce.c.Allgatherv(send, recv, cs, ds) }))
+	err = ce.coll(func() error { return ce.c.Allgatherv(send, rv.buf, rv.counts, rv.displs) })
+	rv.finish(err == nil)
+	return retc(comm, fn, err)
 }
 
 //export PMPI_Alltoall
@@ -436,22 +440,21 @@ func PMPI_Alltoallv(sbuf unsafe.Pointer, scounts, sdispls *C.int, stype C.MPI_Da
 		return retc(comm, fn, err)
 	}
 	n := ce.c.Size()
-	rc, rd, err := vecArgs(n, rcounts, rdispls, rtype)
+	rv, err := vecBufOf(rbuf, n, rcounts, rdispls, rtype)
 	if err != nil {
 		return retc(comm, fn, err)
 	}
-	recv := goBytes(rbuf, extent(rc, rd))
-	var send []byte
-	var sc, sd []int
+	var sv vecBuf
 	if isInPlace(sbuf) {
-		send, sc, sd = append([]byte(nil), recv...), rc, rd
-	} else {
-		if sc, sd, err = vecArgs(n, scounts, sdispls, stype); err != nil {
-			return retc(comm, fn, err)
-		}
-		send = goBytes(sbuf, extent(sc, sd))
+		sv = vecBuf{buf: append([]byte(nil), rv.buf...), counts: rv.counts, displs: rv.displs}
+	} else if sv, err = vecBufOf(sbuf, n, scounts, sdispls, stype); err != nil {
+		rv.release()
+		return retc(comm, fn, err)
 	}
-	return retc(comm, fn, ce.coll(func() error { return ce.c.Alltoallv(send, sc, sd, recv, rc, rd) }))
+	err = ce.coll(func() error { return ce.c.Alltoallv(sv.buf, sv.counts, sv.displs, rv.buf, rv.counts, rv.displs) })
+	sv.finish(false)
+	rv.finish(err == nil)
+	return retc(comm, fn, err)
 }
 
 // MPI_Alltoallw sends each rank a block of its own datatype at its own

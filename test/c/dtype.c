@@ -8,6 +8,7 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int rank, size;
@@ -242,6 +243,54 @@ int main(int argc, char **argv) {
 		MPI_Type_free(&sa);
 		MPI_Type_free(&dp);
 		MPI_Type_free(&ib);
+	}
+
+	/* derived datatypes on both sides of the vector collectives: a
+	 * column of a row-major matrix as the receive type of Allgatherv and
+	 * Gatherv, a resized pair for Alltoallv and Scatterv */
+	{
+		MPI_Datatype colv, colr, pr, prr;
+		int M[8][64];
+		MPI_Type_vector(8, 1, 64, MPI_INT, &colv);
+		MPI_Type_create_resized(colv, 0, sizeof(int), &colr); /* one column, next one int along */
+		MPI_Type_commit(&colr);
+		int mine[8], *vc = malloc(size * sizeof(int)), *vd = malloc(size * sizeof(int));
+		for (int i = 0; i < 8; i++)
+			mine[i] = 100 * rank + i;
+		for (int i = 0; i < size; i++)
+			vc[i] = 1, vd[i] = 2 * i; /* rank i's column lands at column 2i */
+		for (int i = 0; i < 8; i++)
+			for (int j = 0; j < 64; j++)
+				M[i][j] = -1;
+		MPI_Allgatherv(mine, 8, MPI_INT, M, vc, vd, colr, MPI_COMM_WORLD);
+		OUT("Allgatherv into columns: %d %d %d %d %d", M[0][0], M[7][0], M[0][1], M[3][2], M[7][2 * (size - 1)]);
+		for (int i = 0; i < 8; i++)
+			for (int j = 0; j < 64; j++)
+				M[i][j] = -1;
+		MPI_Gatherv(mine, 8, MPI_INT, M, vc, vd, colr, size - 1, MPI_COMM_WORLD);
+		if (rank == size - 1)
+			OUT("Gatherv into columns: %d %d %d", M[0][0], M[5][2], M[7][2 * (size - 1)]);
+		MPI_Type_contiguous(2, MPI_INT, &pr);
+		MPI_Type_create_resized(pr, 0, 3 * sizeof(int), &prr); /* pairs 3 ints apart */
+		MPI_Type_commit(&prr);
+		int sp[3 * 64], rp[3 * 64], *ac = malloc(size * sizeof(int)), *ad = malloc(size * sizeof(int));
+		for (int i = 0; i < 3 * size; i++)
+			sp[i] = 1000 * rank + i, rp[i] = -1;
+		for (int i = 0; i < size; i++)
+			ac[i] = 1, ad[i] = i;
+		MPI_Alltoallv(sp, ac, ad, prr, rp, ac, ad, prr, MPI_COMM_WORLD);
+		OUT("Alltoallv of resized pairs: %d %d %d %d", rp[0], rp[1], rp[2], rp[3 * (size - 1) + 1]);
+		int two[2] = {-1, -1};
+		MPI_Scatterv(sp, ac, ad, prr, two, 2, MPI_INT, 0, MPI_COMM_WORLD);
+		OUT("Scatterv of resized pairs: %d %d", two[0], two[1]);
+		MPI_Type_free(&colv);
+		MPI_Type_free(&colr);
+		MPI_Type_free(&pr);
+		MPI_Type_free(&prr);
+		free(vc);
+		free(vd);
+		free(ac);
+		free(ad);
 	}
 
 	MPI_Type_free(&col);
