@@ -39,7 +39,7 @@ np() {
 	local m=$1 k=$2 field=$3 j
 	shift 3
 	# shellcheck disable=SC2046 # links expands to two or three flags
-	j=$("$OUT/netpipe" -local -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" "$@" -json 2>>"$OUT/err")
+	j=$("$OUT/netpipe" -local -full -module "$m" -driver "$DRIVER" -mtu "$MTU" $(links "$k") -rate "$RATE" "$@" -json 2>>"$OUT/err")
 	echo "$m $k $(echo "$j" | tail -1 | json "$field")"
 }
 : >"$OUT/peaks"

@@ -35,7 +35,7 @@ for r in $(seq "$rounds"); do
 	for kind in lat bw; do
 		eval "sz=\$sizes_$kind"
 		run c "$kind" env LD_LIBRARY_PATH="$work/lib" "$work/mprun" -np 2 -- NPmpich2 $sz -o "$work/np.out"
-		run go "$kind" "$work/netpipe" -local -module mplite $sz -o "$work/np.out" -progress off
+		run go "$kind" "$work/netpipe" -local -module mplite -full $sz -o "$work/np.out" -progress off
 		run ompi "$kind" sh bench/ompi-netpipe.sh "$work/np.out" $sz
 	done
 done

@@ -11,7 +11,7 @@ OUT=${OUT:-$(mktemp -d)}
 DRIVER=${DRIVER:-afxdp}
 go build -o "$OUT/netpipe" ./cmd/netpipe
 run() {
-	MPLITE_EAGER_LIMIT=$1 "$OUT/netpipe" -local -module mplite -driver "$DRIVER" -l 1024 -u 1048576 \
+	MPLITE_EAGER_LIMIT=$1 "$OUT/netpipe" -local -full -module mplite -driver "$DRIVER" -l 1024 -u 1048576 \
 		-trials 5 -runtime 50ms -o "$OUT/$2.out" 2>"$OUT/$2.err" >/dev/null
 }
 run 1048576 eager

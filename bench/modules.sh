@@ -26,7 +26,7 @@ printf '| module | driver | 1-byte latency (µs) | x NPtcp | x Open MPI | peak (
 run() {
 	mod=$1 drv=$2
 	shift 2
-	j=$("$OUT/netpipe" -local -module "$mod" -driver "$drv" $QUICK ${ARGS:-} "$@" -o "$OUT/$mod-$drv.out" -json 2>"$OUT/$mod-$drv.err" | tail -1) || {
+	j=$("$OUT/netpipe" -local -full -module "$mod" -driver "$drv" $QUICK ${ARGS:-} "$@" -o "$OUT/$mod-$drv.out" -json 2>"$OUT/$mod-$drv.err" | tail -1) || {
 		echo "| $mod | $drv | failed: $(tail -1 "$OUT/$mod-$drv.err") | | | | | |" >>"$OUT/table.md"
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/ethervia/ethervia/internal/wake"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -100,7 +101,7 @@ func (cq *CQ) push(v *VI, recv bool) {
 		cq.n++
 	}
 	cq.mu.Unlock()
-	signal(cq.wake)
+	wake.Signal(cq.wake)
 }
 
 func (cq *CQ) pop() (Completion, bool) {
@@ -171,7 +172,7 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 					v.pollers.Add(1)
 				}
 			}
-			if !cq.b.opts.NoYield {
+			if cq.b.opts.Yield {
 				runtime.Gosched() // as VI.waitQ does
 			}
 			continue
@@ -216,7 +217,7 @@ func (cq *CQ) Close() error {
 		return fmt.Errorf("%w: %d queue entries still attached", vi.ErrCQ, cq.reserved)
 	}
 	cq.closed = true
-	signal(cq.wake)
+	wake.Signal(cq.wake)
 	cq.b.interruptBlocked()
 	return nil
 }

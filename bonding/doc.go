@@ -78,8 +78,9 @@
 // Each bonded VI has one vi.VI per rail at reliable reception, so a rail
 // send completes only once the peer has the bytes, and one vi.CQ per rail.
 // A rail holds back the acknowledgement a send (not an RDMA write) asks for by
-// Options.AckReqDelay (DefaultAckReqDelay), so that the reply of a
-// ping-pong carries it instead of a frame of its own ahead of the reply.
+// Options.AckReqDelay, as vi.Options.AckReqDelay says (zero takes
+// DefaultAckReqDelay; negative: acknowledge at once), so that the reply of
+// a ping-pong carries it instead of a frame of its own ahead of the reply.
 // Every bond message carries a 32-byte bond header (wire.go): the bond
 // message sequence number (msn), the sender's receive credit, the message
 // length, the block offset and length, immediate data, and a kind (data,
@@ -117,7 +118,7 @@
 //     its descriptors complete with errors.
 //   - Progress: a user wait (SendWait, RecvWait, CQ.Wait) spins for
 //     SpinTime, polling the rails itself and yielding the processor between
-//     rounds (runtime.Gosched, unless Options.NoYield), so that a goroutine
+//     rounds (runtime.Gosched, with Options.Yield), so that a goroutine
 //     its progress readied (the peer's, in one process, or the user's own)
 //     runs at once instead of after the spin; then it blocks. It sleeps in
 //     the device of its first live rail (vi.Provider.Block), where the

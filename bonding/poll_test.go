@@ -117,13 +117,13 @@ func TestQuietRailsStillPolled(t *testing.T) {
 // ping-pong between two goroutines locked to their threads.
 func TestNoYieldOnLockedThreads(t *testing.T) {
 	o := testOptions()
-	o.NoYield = true
+	o.Yield = false
 	o.SpinTime = 200 * time.Microsecond
 	a, b := memPair(t, 2, 1500, memnic.Faults{}, o, 1<<16)
 	va, vb := a.newVI(t, Attributes{}), b.newVI(t, Attributes{})
 	connect(t, a, b, va, vb, 32)
-	if !va.b.opts.NoYield {
-		t.Fatal("NoYield lost in the bond's options")
+	if va.b.opts.Yield {
+		t.Fatal("Yield set in the bond's options")
 	}
 	pingPong(t, a, b, va, vb, 2000, true)
 }

@@ -62,7 +62,12 @@ func (c *Comm) collErr(name string, err error) error {
 
 // enter checks that the communicator can run a collective and marks it
 // busy; leave must follow.
-func (c *Comm) enter(name string) error {
+func (c *Comm) enter(name string) error { return c.enterTuned(name, true) }
+
+// enterTuned is enter; with tune false it leaves the tuning alone (its
+// first measurement is a world collective, which a call that not every
+// rank makes must not start).
+func (c *Comm) enterTuned(name string, tune bool) error {
 	if err := c.checkUsable(); err != nil {
 		return c.collErr(name, err)
 	}
@@ -79,6 +84,9 @@ func (c *Comm) enter(name string) error {
 	c.coll.scr.reset()
 	c.coll.nx = 0
 	c.mu.Unlock()
+	if !tune {
+		return nil
+	}
 	if err := c.ensureTuned(); err != nil {
 		c.leave()
 		return c.collErr(name, err)
@@ -236,7 +244,7 @@ func (c *Comm) Barrier() error {
 		return err
 	}
 	defer c.leave()
-	return c.collErr(collBarrier, c.barrierColl())
+	return c.collErr(collBarrier, c.run(&c.tables.barrier, 0, true, &collArgs{}))
 }
 
 // barrierColl is a dissemination barrier: in round k every member tells
@@ -268,16 +276,7 @@ func (c *Comm) Bcast(buf []byte, root int) error {
 	if c.csize == 1 {
 		return nil
 	}
-	var err error
-	switch algo := c.pickAlgo(collBcast, len(buf), true); algo {
-	case "scatter_allgather":
-		err = c.bcastScatterAllgather(buf, root)
-	case "mcast-ack", "mcast-nak": // reliable multicast (mcast.go)
-		err = c.bcastMulticast(buf, root, algo == "mcast-nak")
-	default:
-		err = c.bcastBinomial(buf, root)
-	}
-	return c.collErr(collBcast, err)
+	return c.collErr(collBcast, c.run(&c.tables.bcast, len(buf), true, &collArgs{buf: buf, root: root}))
 }
 
 func (c *Comm) bcastBinomial(buf []byte, root int) error {
@@ -371,14 +370,8 @@ func (c *Comm) Reduce(send, recv []byte, red Reducer, root int) error {
 	if c.crank == root && len(recv) != len(send) {
 		return c.collErr(collReduce, fmt.Errorf("receive buffer of %d bytes for %d", len(recv), len(send)))
 	}
-	var err error
-	switch c.pickAlgo(collReduce, len(send), red.Commutative) {
-	case "rabenseifner":
-		err = c.reduceRabenseifner(send, recv, &red, root, false)
-	default:
-		err = c.reduceBinomial(send, recv, &red, root)
-	}
-	return c.collErr(collReduce, err)
+	return c.collErr(collReduce, c.runReducing(&c.tables.reduce, len(send), red.Commutative,
+		&collArgs{send: send, recv: recv, root: root}, &red))
 }
 
 func (c *Comm) reduceBinomial(send, recv []byte, red *Reducer, root int) error {
@@ -446,21 +439,8 @@ func (c *Comm) Allreduce(send, recv []byte, red Reducer) error {
 	if len(recv) != len(send) {
 		return c.collErr(collAllreduce, fmt.Errorf("receive buffer of %d bytes for %d", len(recv), len(send)))
 	}
-	return c.collErr(collAllreduce, c.allreduceBytes(send, recv, red, c.pickAlgo(collAllreduce, len(send), red.Commutative)))
-}
-
-func (c *Comm) allreduceBytes(send, recv []byte, red Reducer, algo string) error {
-	switch algo {
-	case "ring":
-		if red.Commutative {
-			return c.allreduceRing(send, recv, &red)
-		}
-		return c.reduceRabenseifner(send, recv, &red, 0, true)
-	case "rabenseifner":
-		return c.reduceRabenseifner(send, recv, &red, 0, true)
-	default:
-		return c.allreduceRecDoubling(send, recv, &red)
-	}
+	return c.collErr(collAllreduce, c.runReducing(&c.tables.allreduce, len(send), red.Commutative,
+		&collArgs{send: send, recv: recv}, &red))
 }
 
 // fold pairs the first 2*rem ranks (rem = n - pof2): each even one hands its
@@ -678,17 +658,18 @@ func (c *Comm) allreduceRing(send, recv []byte, red *Reducer) error {
 // 0 through its own rank (inclusive prefix). Algorithms:
 // "recursive_doubling" and "linear" (a chain).
 func (c *Comm) Scan(send, recv []byte, red Reducer) error {
-	return c.scan(collScan, send, recv, red, true)
+	return c.scan(&c.tables.scan, send, recv, red)
 }
 
 // Exscan sets each member's recv to the combination of the sends of
 // members 0 through rank-1 (exclusive prefix); rank 0's recv is left
 // unchanged. Algorithm: "recursive_doubling".
 func (c *Comm) Exscan(send, recv []byte, red Reducer) error {
-	return c.scan(collExscan, send, recv, red, false)
+	return c.scan(&c.tables.exscan, send, recv, red)
 }
 
-func (c *Comm) scan(name string, send, recv []byte, red Reducer, incl bool) error {
+func (c *Comm) scan(t *collTable, send, recv []byte, red Reducer) error {
+	name := t.coll
 	if err := c.enter(name); err != nil {
 		return err
 	}
@@ -699,10 +680,7 @@ func (c *Comm) scan(name string, send, recv []byte, red Reducer, incl bool) erro
 	if len(recv) != len(send) {
 		return c.collErr(name, fmt.Errorf("receive buffer of %d bytes for %d", len(recv), len(send)))
 	}
-	if incl && c.pickAlgo(name, len(send), red.Commutative) == "linear" {
-		return c.collErr(name, c.scanLinear(send, recv, &red))
-	}
-	return c.collErr(name, c.scanRecDoubling(send, recv, &red, incl))
+	return c.collErr(name, c.runReducing(t, len(send), red.Commutative, &collArgs{send: send, recv: recv}, &red))
 }
 
 func (c *Comm) scanLinear(send, recv []byte, red *Reducer) error {

@@ -21,14 +21,7 @@ func (c *Comm) Gather(send, recv []byte, root int) error {
 	if c.crank == root && len(recv) != n*m {
 		return c.collErr(collGather, fmt.Errorf("receive buffer of %d bytes for %d blocks of %d", len(recv), n, m))
 	}
-	var err error
-	if c.pickAlgo(collGather, m, true) == "linear" {
-		counts, displs := c.uniform(n, m)
-		err = c.gathervLinear(send, recv, counts, displs, root)
-	} else {
-		err = c.gatherBinomial(send, recv, root)
-	}
-	return c.collErr(collGather, err)
+	return c.collErr(collGather, c.run(&c.tables.gather, m, true, &collArgs{send: send, recv: recv, root: root}))
 }
 
 // uniform gives counts and displacements of n blocks of m bytes, in
@@ -92,7 +85,8 @@ func (c *Comm) Gatherv(send, recv []byte, counts, displs []int, root int) error 
 			return c.collErr(collGatherv, err)
 		}
 	}
-	return c.collErr(collGatherv, c.gathervLinear(send, recv, counts, displs, root))
+	return c.collErr(collGatherv, c.run(&c.tables.gatherv, len(send), true,
+		&collArgs{send: send, recv: recv, rcounts: counts, rdispls: displs, root: root}))
 }
 
 // checkLayout checks n blocks (counts, displs) inside a buffer of size.
@@ -148,17 +142,7 @@ func (c *Comm) Scatter(send, recv []byte, root int) error {
 	if c.crank == root && len(send) != n*m {
 		return c.collErr(collScatter, fmt.Errorf("send buffer of %d bytes for %d blocks of %d", len(send), n, m))
 	}
-	var err error
-	switch c.pickAlgo(collScatter, m, true) {
-	case "linear":
-		counts, displs := c.uniform(n, m)
-		err = c.scattervLinear(send, counts, displs, recv, root)
-	case "mcast": // aggregated multicast (mcast.go)
-		err = c.scatterMulticast(send, recv, root)
-	default:
-		err = c.scatterBinomial(send, recv, root)
-	}
-	return c.collErr(collScatter, err)
+	return c.collErr(collScatter, c.run(&c.tables.scatter, m, true, &collArgs{send: send, recv: recv, root: root}))
 }
 
 func (c *Comm) scatterBinomial(send, recv []byte, root int) error {
@@ -214,7 +198,8 @@ func (c *Comm) Scatterv(send []byte, counts, displs []int, recv []byte, root int
 			return c.collErr(collScatterv, err)
 		}
 	}
-	return c.collErr(collScatterv, c.scattervLinear(send, counts, displs, recv, root))
+	return c.collErr(collScatterv, c.run(&c.tables.scatterv, len(recv), true,
+		&collArgs{send: send, recv: recv, scounts: counts, sdispls: displs, root: root}))
 }
 
 func (c *Comm) scattervLinear(send []byte, counts, displs []int, recv []byte, root int) error {
@@ -255,34 +240,26 @@ func (c *Comm) Allgather(send, recv []byte) error {
 	if len(recv) != c.csize*len(send) {
 		return c.collErr(collAllgather, fmt.Errorf("receive buffer of %d bytes for %d blocks of %d", len(recv), c.csize, len(send)))
 	}
-	return c.collErr(collAllgather, c.allgatherBytes(send, recv, c.pickAlgo(collAllgather, len(send), true)))
+	return c.collErr(collAllgather, c.run(&c.tables.allgather, len(send), true, &collArgs{send: send, recv: recv}))
 }
 
-func (c *Comm) allgatherBytes(send, recv []byte, algo string) error {
+// allgatherRecDoubling is recursive doubling for a power-of-two n; for
+// other sizes it is the Bruck allgather.
+func (c *Comm) allgatherRecDoubling(send, recv []byte) error {
 	n, m := c.csize, len(send)
-	if algo == "recursive_doubling" && n&(n-1) != 0 {
-		algo = "bruck"
-	}
-	switch algo {
-	case "mcast": // n reliable multicast Bcasts (mcast.go)
-		return c.allgatherMulticast(send, recv)
-	case "ring":
-		counts, displs := c.uniform(n, m)
-		return c.allgathervRing(send, recv, counts, displs)
-	case "recursive_doubling":
-		copy(recv[c.crank*m:], send)
-		x := c.newXfer()
-		for mask, step := 1, 0; mask < n; mask, step = mask<<1, step+1 {
-			nd := c.crank ^ mask
-			my, its := c.crank&^(mask-1), nd&^(mask-1)
-			if err := x.sendrecv(recv[my*m:(my+mask)*m], nd, recv[its*m:(its+mask)*m], nd, step); err != nil {
-				return err
-			}
-		}
-		return nil
-	default:
+	if n&(n-1) != 0 {
 		return c.allgatherBruck(send, recv)
 	}
+	copy(recv[c.crank*m:], send)
+	x := c.newXfer()
+	for mask, step := 1, 0; mask < n; mask, step = mask<<1, step+1 {
+		nd := c.crank ^ mask
+		my, its := c.crank&^(mask-1), nd&^(mask-1)
+		if err := x.sendrecv(recv[my*m:(my+mask)*m], nd, recv[its*m:(its+mask)*m], nd, step); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *Comm) allgatherBruck(send, recv []byte) error {
@@ -323,13 +300,8 @@ func (c *Comm) Allgatherv(send, recv []byte, counts, displs []int) error {
 		avg += k
 	}
 	avg /= c.csize
-	var err error
-	if c.pickAlgo(collAllgatherv, avg, true) == "linear" {
-		err = c.allgathervLinear(send, recv, counts, displs)
-	} else {
-		err = c.allgathervRing(send, recv, counts, displs)
-	}
-	return c.collErr(collAllgatherv, err)
+	return c.collErr(collAllgatherv, c.run(&c.tables.allgatherv, avg, true,
+		&collArgs{send: send, recv: recv, rcounts: counts, rdispls: displs}))
 }
 
 func (c *Comm) allgathervRing(send, recv []byte, counts, displs []int) error {
@@ -386,26 +358,7 @@ func (c *Comm) Alltoall(send, recv []byte) error {
 	if len(send)%n != 0 || len(recv) != len(send) {
 		return c.collErr(collAlltoall, fmt.Errorf("buffers of %d and %d bytes for %d ranks", len(send), len(recv), n))
 	}
-	m := len(send) / n
-	var err error
-	switch c.pickAlgo(collAlltoall, m, true) {
-	case "bruck":
-		err = c.alltoallBruck(send, recv, m, c.alltoallRadix(m))
-	case "pairwise":
-		counts, displs := c.uniform(n, m)
-		err = c.alltoallvPairwise(send, counts, displs, recv, counts, displs)
-	case "phased":
-		counts, displs := c.uniform(n, m)
-		if m < c.phasedThreshold() {
-			err = c.alltoallvLinear(send, counts, displs, recv, counts, displs)
-		} else {
-			err = c.runPhases(allToAllPhases(n), send, counts, displs, recv, counts, displs)
-		}
-	default:
-		counts, displs := c.uniform(n, m)
-		err = c.alltoallvLinear(send, counts, displs, recv, counts, displs)
-	}
-	return c.collErr(collAlltoall, err)
+	return c.collErr(collAlltoall, c.run(&c.tables.alltoall, len(send)/n, true, &collArgs{send: send, recv: recv}))
 }
 
 func (c *Comm) alltoallBruck(send, recv []byte, m, r int) error {
@@ -455,7 +408,7 @@ func (c *Comm) alltoallBruck(send, recv []byte, m, r int) error {
 // which receives it at recv[rdispls[i]:rdispls[i]+rcounts[i]] for sender i;
 // rcounts[i] on j must equal scounts[j] on i. Algorithms: "pairwise",
 // "linear" and "phased" (CC-MPI Level 1: the members exchange their counts,
-// each computes the same contention-free schedule, see SchedulePhases, and
+// each computes the same contention-free schedule, see cc.AllToAllSchedule, and
 // runs it phase by phase with a barrier between phases).
 func (c *Comm) Alltoallv(send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
 	if err := c.enter(collAlltoallv); err != nil {
@@ -474,16 +427,8 @@ func (c *Comm) Alltoallv(send []byte, scounts, sdispls []int, recv []byte, rcoun
 		avg += k
 	}
 	avg /= n
-	var err error
-	switch c.pickAlgo(collAlltoallv, avg, true) {
-	case "pairwise":
-		err = c.alltoallvPairwise(send, scounts, sdispls, recv, rcounts, rdispls)
-	case "phased":
-		err = c.alltoallvPhased(send, scounts, sdispls, recv, rcounts, rdispls)
-	default:
-		err = c.alltoallvLinear(send, scounts, sdispls, recv, rcounts, rdispls)
-	}
-	return c.collErr(collAlltoallv, err)
+	return c.collErr(collAlltoallv, c.run(&c.tables.alltoallv, avg, true,
+		&collArgs{send: send, scounts: scounts, sdispls: sdispls, recv: recv, rcounts: rcounts, rdispls: rdispls}))
 }
 
 func (c *Comm) selfCopy(send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {

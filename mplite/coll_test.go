@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/mplite"
+	"github.com/ethervia/ethervia/mplite/cc"
 	"github.com/ethervia/ethervia/nic/memnic"
 )
 
@@ -469,7 +470,7 @@ func TestCollectives(t *testing.T) {
 func TestCollectivesPhasedSched(t *testing.T) {
 	noErrors(t, collWorld(t, 5, 30*time.Second, []mplite.Option{mplite.WithPhasedThreshold(100, true)},
 		func(c *mplite.Comm) error {
-			if err := c.SetScheduler(mplite.SchedGreedy); err != nil {
+			if err := c.SetScheduler(cc.SchedGreedy); err != nil {
 				return err
 			}
 			return runCollsWith(c, []int{0, 50, 300, 20000}, []string{"alltoall", "alltoallv"}, nil)

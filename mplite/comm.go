@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/ctxdl"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/vi"
@@ -82,6 +82,7 @@ type Comm struct {
 // communicators.
 type endpoint struct {
 	cfg    config
+	tables *algoTables // the collectives' algorithms (algo.go)
 	rank   int
 	size   int
 	dev    nic.Device   // rail 0's: multicast joins there
@@ -131,11 +132,11 @@ type endpoint struct {
 	blocked  atomic.Int32 // calls blocked on cond: the progress goroutine must run
 	bgStop   chan struct{}
 	bgDone   chan struct{}
-	bgCtx    pollCtx
+	bgCtx    ctxdl.Context // the progress goroutine's cq wait deadline
 	// leader is set while a waiting call blocks on the completion queue
 	// (under mu); leaderCtx is its deadline.
 	leader    bool
-	leaderCtx pollCtx
+	leaderCtx ctxdl.Context
 	stopped   atomic.Bool
 	ctx       context.Context // cancelled when the communicator closes
 	cancel    context.CancelFunc
@@ -170,51 +171,6 @@ type Stats struct {
 	// down when the connection opened) and came back.
 	Rails                        int
 	RailFailures, RailReconnects uint64
-}
-
-type peerState uint8
-
-const (
-	stNone       peerState = iota // no connection yet
-	stConnecting                  // our connection request is under way
-	stAwaiting                    // our request lost to the lower rank's; waiting for it
-	stConnected
-	stDead   // failed: operations on it fail with PeerError
-	stClosed // finalized normally
-)
-
-// peer is this rank's state for one other rank.
-type peer struct {
-	rank       int
-	macs       []net.HardwareAddr // one per rail
-	v          link
-	state      peerState
-	attempt    int
-	awaitUntil int64
-	err        error
-
-	area []byte // registered: recvDepth receive slots, then as many send slots
-	h    descriptors.MemHandle
-	rd   []descriptors.Descriptor
-	sd   []descriptors.Descriptor
-	wd   [maxChunks]descriptors.Descriptor
-	rpos ring // receive slots posted, in order
-	sfre []int
-	wfre []int
-	sops opRing // sends posted, in order
-
-	sendq rlist // sends not yet posted (eager copy or RTS), in order
-	// Receiver-initiated handshakes (offer.go): messages counted each way,
-	// the receive offered to this peer, and the offer it made us.
-	msgsSent, msgsRecv uint32
-	offered            *Request
-	offer              envelope
-	hasOffer           bool
-	rdmaq              rlist // handshake sends with a CTS and data left to post
-	ctrlq              []envelope
-	ctrlH              int
-
-	finRecv, finAcked, finSent bool
 }
 
 // NewComm builds the world communicator of rank over an opened device,
@@ -268,7 +224,7 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	if len(devs) > 0 {
 		dev = devs[0]
 	}
-	c := &Comm{endpoint: &endpoint{cfg: cfg, rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
+	c := &Comm{endpoint: &endpoint{cfg: cfg, tables: newAlgoTables(), rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),
 		sendIDs: make(map[uint32]*Request), recvIDs: make(map[uint32]*Request),
 		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4},
@@ -323,8 +279,6 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	}
 	c.bgStop = make(chan struct{})
 	c.bgDone = make(chan struct{})
-	c.bgCtx.done = c.bgStop
-	c.leaderCtx.done = c.bgStop
 	go c.background()
 	return c, nil
 }
@@ -349,7 +303,7 @@ func (c *Comm) openProvider() error {
 	if c.cfg.osYield {
 		o.PollGrace, o.MaxBlock = sharedGrace, sharedGrace
 	}
-	f, err := openFabric(c.devs, o, 2*c.qdepth*max(1, c.size-1))
+	f, err := openFabric(c.devs, o, c.cfg.yield, 2*c.qdepth*max(1, c.size-1))
 	if err != nil {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}
@@ -396,274 +350,3 @@ func (c *Comm) Stats() Stats {
 }
 
 func (c *Comm) nanos() int64 { return int64(time.Since(c.epoch)) }
-
-// ---- connections ----
-
-// setState moves p to s, keeping the count of unconnected peers.
-func (c *Comm) setState(p *peer, s peerState) {
-	wasOpen := p.state == stNone || p.state == stConnecting || p.state == stAwaiting
-	isOpen := s == stNone || s == stConnecting || s == stAwaiting
-	if wasOpen && !isOpen {
-		c.unconnected--
-	} else if !wasOpen && isOpen {
-		c.unconnected++
-	}
-	p.state = s
-	c.changed = true
-}
-
-// setupPeer creates p's VI, its buffers and posts its receives; they are
-// credits from the moment the connection exists.
-func (c *Comm) setupPeer(p *peer) error {
-	if p.v != nil {
-		return nil
-	}
-	r := c.cfg.recvDepth
-	area := make([]byte, 2*r*c.slot)
-	h, err := c.fab.register(area)
-	if err != nil {
-		return fmt.Errorf("register buffers: %w", err)
-	}
-	v, err := c.fab.newLink(c.qdepth)
-	if err != nil {
-		_ = c.fab.deregister(h)
-		return fmt.Errorf("new VI: %w", err)
-	}
-	p.area, p.h, p.v = area, h, v
-	p.rd = make([]descriptors.Descriptor, r)
-	p.sd = make([]descriptors.Descriptor, r)
-	p.rpos = newRing(r)
-	p.sops = newOpRing(r + maxChunks)
-	p.sfre = make([]int, 0, r)
-	p.wfre = make([]int, 0, maxChunks)
-	segs := make([]descriptors.Segment, 2*r+maxChunks)
-	for i := range r {
-		p.rd[i].Segments = segs[i : i+1 : i+1]
-		p.rd[i].Segments[0] = descriptors.Segment{Buf: p.recvSlot(c, i), Handle: h}
-		p.sd[i].Segments = segs[r+i : r+i+1 : r+i+1]
-		p.sd[i].Segments[0].Handle = h
-		p.sfre = append(p.sfre, r-1-i)
-	}
-	for i := range maxChunks {
-		p.wd[i].Segments = segs[2*r+i : 2*r+i+1 : 2*r+i+1]
-		p.wfre = append(p.wfre, i)
-	}
-	for id := v.id(); len(c.byVI) <= id; {
-		c.byVI = append(c.byVI, nil)
-	}
-	c.byVI[v.id()] = p
-	for i := range r {
-		if err := v.PostRecv(&p.rd[i]); err != nil {
-			return fmt.Errorf("post receive: %w", err)
-		}
-		p.rpos.push(i)
-	}
-	return nil
-}
-
-func (p *peer) recvSlot(c *Comm, i int) []byte {
-	return p.area[i*c.slot : (i+1)*c.slot : (i+1)*c.slot]
-}
-
-func (p *peer) sendSlot(c *Comm, i int) []byte {
-	o := (len(p.rd) + i) * c.slot
-	return p.area[o : o+c.slot : o+c.slot]
-}
-
-// ensureConn starts connecting to p if nothing has yet.
-func (c *Comm) ensureConn(p *peer) {
-	if p.state != stNone || c.fab == nil {
-		return
-	}
-	if err := c.setupPeer(p); err != nil {
-		c.peerFailed(p, err, true)
-		return
-	}
-	c.setState(p, stConnecting)
-	p.attempt++
-	attempt, v := p.attempt, p.v
-	c.conns.Add(1)
-	go func() {
-		defer c.conns.Done()
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.connectTimeout)
-		err := v.connect(ctx, p.macs)
-		cancel()
-		c.mu.Lock()
-		c.connectResult(p, attempt, err)
-		c.mu.Unlock()
-		c.cond.Broadcast()
-	}()
-}
-
-// connectResult handles the end of our connection request to p.
-func (c *Comm) connectResult(p *peer, attempt int, err error) {
-	if p.attempt != attempt || p.state != stConnecting {
-		return // superseded: we accepted p's request instead
-	}
-	switch {
-	case err == nil:
-		c.connected(p)
-	case errors.Is(err, vi.ErrRejected) && c.rank > p.rank:
-		// Both asked at once and the lower rank's request wins: it
-		// is on its way.
-		c.setState(p, stAwaiting)
-		p.awaitUntil = c.nanos() + int64(c.cfg.connectTimeout)
-	default:
-		c.peerFailed(p, fmt.Errorf("connect: %w", err), true)
-	}
-}
-
-func (c *Comm) connected(p *peer) {
-	c.setState(p, stConnected)
-	c.pumpPeer(p)
-}
-
-// connectAll starts connections to every peer (a receive from AnySource
-// must notice any dead rank).
-func (c *Comm) connectAll() {
-	if c.unconnected == 0 {
-		return
-	}
-	for _, p := range c.peers {
-		c.ensureConn(p)
-	}
-}
-
-// pollConnRequests answers the connection requests waiting at the
-// provider. The rule for two simultaneous requests: the lower rank's wins.
-func (c *Comm) pollConnRequests() {
-	for {
-		req, ok := c.fab.pollRequest()
-		if !ok {
-			return
-		}
-		c.onConnRequest(req)
-	}
-}
-
-func (c *Comm) rankOf(mac net.HardwareAddr) int {
-	m, ok := nic.MAC(mac)
-	if !ok {
-		return -1
-	}
-	for i := range c.macs {
-		if c.macs[i] == m {
-			return i
-		}
-	}
-	return -1
-}
-
-func (c *Comm) onConnRequest(req connRequest) {
-	q := c.rankOf(req.remote())
-	if q < 0 || q == c.rank || c.finalized {
-		_ = req.reject()
-		return
-	}
-	p := c.peers[q]
-	switch p.state {
-	case stNone, stAwaiting:
-	case stConnecting:
-		if c.rank < q {
-			_ = req.reject() // ours wins; q will accept it
-			return
-		}
-		// q is lower: its request wins. Abandon ours (its goroutine
-		// finds itself superseded) and accept on the same VI; the
-		// accept also abandons our request if its goroutine only now
-		// started it.
-		_ = p.v.Disconnect()
-	default:
-		_ = req.reject()
-		return
-	}
-	if err := c.setupPeer(p); err != nil {
-		_ = req.reject()
-		c.peerFailed(p, err, true)
-		return
-	}
-	p.attempt++
-	if !c.fab.acceptBlocks() {
-		if err := req.accept(p.v, p.macs); err != nil {
-			c.peerFailed(p, fmt.Errorf("accept: %w", err), true)
-			return
-		}
-		c.connected(p)
-		return
-	}
-	// A bond's accept waits for the other rails' requests: not under
-	// c.mu. The peer counts as connecting meanwhile, so neither our own
-	// request nor a second accept starts.
-	c.setState(p, stConnecting)
-	attempt, v := p.attempt, p.v
-	c.conns.Add(1)
-	go func() {
-		defer c.conns.Done()
-		err := req.accept(v, p.macs)
-		c.mu.Lock()
-		if err != nil {
-			err = fmt.Errorf("accept: %w", err)
-		}
-		c.connectResult(p, attempt, err)
-		c.mu.Unlock()
-		c.cond.Broadcast()
-	}()
-}
-
-// checkAwaiting fails peers whose promised connection never came.
-func (c *Comm) checkAwaiting(now int64) {
-	for _, p := range c.peers {
-		if p.state == stAwaiting && now > p.awaitUntil {
-			c.peerFailed(p, fmt.Errorf("rank %d never connected after rejecting our request", p.rank), true)
-		}
-	}
-}
-
-// peerFailed handles the loss of p: every pending operation on it fails
-// and, if it died rather than finalized, so do receives from AnySource.
-func (c *Comm) peerFailed(p *peer, cause error, dead bool) {
-	if p.state == stDead || p.state == stClosed {
-		return
-	}
-	if p.finRecv {
-		dead = false // it said it was done: this is its Finalize
-		cause = errPeerFinalized
-	}
-	pe := &PeerError{Rank: p.rank, Err: cause}
-	p.err = pe
-	if dead {
-		c.setState(p, stDead)
-		if c.anyErr == nil {
-			c.anyErr = pe
-		}
-		for r := c.anyPost.head; r != nil; {
-			next := r.next
-			c.anyPost.remove(r)
-			c.complete(r, pe)
-			r = next
-		}
-	} else {
-		c.setState(p, stClosed)
-	}
-	for _, l := range []*rlist{&p.sendq, &p.rdmaq, &c.posted[p.rank]} {
-		for r := l.head; r != nil; {
-			next := r.next
-			l.remove(r)
-			c.complete(r, pe)
-			r = next
-		}
-	}
-	for id, r := range c.sendIDs {
-		if r.peer == p.rank {
-			delete(c.sendIDs, id)
-			c.completeHandshake(r, pe)
-		}
-	}
-	for id, r := range c.recvIDs {
-		if r.st.Source == p.rank {
-			delete(c.recvIDs, id)
-			c.completeHandshake(r, pe)
-		}
-	}
-	p.ctrlq, p.ctrlH = p.ctrlq[:0], 0
-}

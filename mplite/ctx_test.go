@@ -82,3 +82,63 @@ func TestContextIDsReused(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestCreateGroup: the odd ranks of six make a communicator among
+// themselves, in reverse order, while the even ranks stay out (and run a
+// collective of their own meanwhile); its context pair differs from every
+// one its members hold, so its messages and collectives stay apart.
+func TestCreateGroup(t *testing.T) {
+	noErrors(t, runWorld(t, 6, time.Minute, nil, func(c *mplite.Comm) error {
+		d, err := c.Dup() // a communicator every rank holds
+		if err != nil {
+			return err
+		}
+		defer d.Free()
+		if c.Rank()%2 == 0 {
+			evens, err := c.CreateGroup([]int{0, 2, 4})
+			if err != nil {
+				return err
+			}
+			defer evens.Free()
+			var sum [1]int64
+			return mplite.Allreduce(evens, []int64{int64(c.Rank())}, sum[:], mplite.Sum[int64]())
+		}
+		g, err := c.CreateGroup([]int{5, 3, 1})
+		if err != nil {
+			return err
+		}
+		defer g.Free()
+		if want := (5 - c.Rank()) / 2; g.Rank() != want || g.Size() != 3 {
+			return fmt.Errorf("rank %d of %d in the group, want %d of 3", g.Rank(), g.Size(), want)
+		}
+		var sum [1]int64
+		if err := mplite.Allreduce(g, []int64{int64(c.Rank())}, sum[:], mplite.Sum[int64]()); err != nil {
+			return err
+		}
+		if sum[0] != 9 {
+			return fmt.Errorf("sum over the group %d, want 9", sum[0])
+		}
+		// A message on the group does not match a receive on d.
+		next := (g.Rank() + 1) % 3
+		prev := (g.Rank() + 2) % 3
+		buf := make([]byte, 1)
+		if _, err := g.Sendrecv([]byte{byte(g.Rank())}, next, 7, buf, prev, 7); err != nil {
+			return err
+		}
+		if buf[0] != byte(prev) {
+			return fmt.Errorf("got %d from group rank %d", buf[0], prev)
+		}
+		return nil
+	}))
+	// A rank that is not a member, or a repeated member, is refused.
+	comms, err := mplite.NewLocalWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comms[0].CreateGroup([]int{1}); err == nil {
+		t.Error("a non-member made the group")
+	}
+	if _, err := comms[0].CreateGroup([]int{0, 0}); !errors.Is(err, mplite.ErrRank) {
+		t.Errorf("repeated member: %v", err)
+	}
+}

@@ -2,6 +2,19 @@
 // (Turner; Chen's M-VIA module) with MPI's point-to-point semantics, on the
 // VI provider of package vi.
 //
+// Everything goes through a [Comm], a communicator of ranks. [Init]
+// returns the world communicator of a rank that a launcher started
+// (NewLocalWorld builds n ranks inside one process), and [Comm.Finalize]
+// ends it. Point to point, [Comm.Send] and [Comm.Recv] block;
+// [Comm.Isend] and [Comm.Irecv] return a [Request] to complete with
+// [Request.Wait] or [Waitall]; [Comm.Sendrecv] and [Comm.Probe] are there
+// too. The collectives are methods as well: [Comm.Barrier], [Comm.Bcast],
+// [Comm.Reduce], [Comm.Allreduce], [Comm.Gather], [Comm.Scatter],
+// [Comm.Allgather], [Comm.Alltoall], their v variants, [Comm.Scan] and
+// [Comm.Exscan], with typed helpers such as [Allreduce]; [Comm.Split]
+// makes sub-communicators; package mplite/cc computes the CC-MPI schedules
+// of the phased all-to-alls. The package example is an MPI hello world.
+//
 // A job is a world of Size ranks. Init builds the world from the
 // environment a launcher sets (mprun, MPICH's Hydra, Open MPI, Slurm) and
 // finds the other ranks' MAC addresses by raw-Ethernet announcements under

@@ -74,3 +74,54 @@ func ExampleNewLocalWorld() {
 	// rank 2 saw the token at 2
 	// rank 3 saw the token at 3
 }
+
+// An MPI hello world on four ranks in one process (under a launcher, each
+// process would call Init instead and get its own rank): every rank
+// greets rank 0 with a nonblocking send, rank 0 receives the greetings,
+// and an Allreduce sums the ranks before every rank finalizes.
+func Example() {
+	comms, err := mplite.NewLocalWorld(4)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Finalize()
+			me, n := c.Rank(), c.Size()
+			req, err := c.Isend([]byte(fmt.Sprintf("hello from rank %d of %d", me, n)), 0, 0)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if me == 0 {
+				buf := make([]byte, 64)
+				for src := range n {
+					st, err := c.Recv(buf, src, 0)
+					if err != nil {
+						log.Fatal(err)
+					}
+					fmt.Println(string(buf[:st.Count]))
+				}
+			}
+			if _, err := req.Wait(); err != nil {
+				log.Fatal(err)
+			}
+			sum := make([]int, 1)
+			if err := mplite.Allreduce(c, []int{me}, sum, mplite.Sum[int]()); err != nil {
+				log.Fatal(err)
+			}
+			if me == 0 {
+				fmt.Println("sum of ranks:", sum[0])
+			}
+		}()
+	}
+	wg.Wait()
+	// Output:
+	// hello from rank 0 of 4
+	// hello from rank 1 of 4
+	// hello from rank 2 of 4
+	// hello from rank 3 of 4
+	// sum of ranks: 6
+}

@@ -282,7 +282,7 @@ func (r bondRequest) accept(l link, macs []net.HardwareAddr) error {
 
 // openFabric opens the rank's provider on one device, or a bond on
 // several.
-func openFabric(devs []nic.Device, o vi.Options, cqDepth int) (fabric, error) {
+func openFabric(devs []nic.Device, o vi.Options, yield bool, cqDepth int) (fabric, error) {
 	if len(devs) == 1 {
 		p, err := vi.Open(devs[0], o)
 		if err != nil {
@@ -295,7 +295,7 @@ func openFabric(devs []nic.Device, o vi.Options, cqDepth int) (fabric, error) {
 		}
 		return f, nil
 	}
-	b, err := bonding.Open(devs, bonding.Options{Options: o})
+	b, err := bonding.Open(devs, bonding.Options{Options: o, Yield: yield})
 	if err != nil {
 		return nil, fmt.Errorf("open bond of %d rails: %w", len(devs), err)
 	}

@@ -125,7 +125,7 @@ func (c *Comm) releaseCtx() {
 func (c *Comm) agreeCtx() ([]byte, error) {
 	mine := c.freeMask()
 	all := make([]byte, len(mine))
-	if err := c.allreduceBytes(mine, all, andU64(), c.pickAlgo(collAllreduce, len(mine), true)); err != nil {
+	if err := c.runReducing(&c.tables.allreduce, len(mine), true, &collArgs{send: mine, recv: all}, new(andU64())); err != nil {
 		return nil, err
 	}
 	return all, nil
@@ -172,7 +172,7 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 	binary.LittleEndian.PutUint64(mine[0:], uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
 	all := make([]byte, rec*c.csize)
-	if err := c.allgatherBytes(mine, all, c.pickAlgo(collAllgather, rec, true)); err != nil {
+	if err := c.run(&c.tables.allgather, rec, true, &collArgs{send: mine, recv: all}); err != nil {
 		return nil, fmt.Errorf("mplite: split: %w", err)
 	}
 	mask, err := c.agreeCtx()
@@ -210,6 +210,51 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 	members := make([]int, len(same))
 	for i, e := range same {
 		members[i] = c.worldRank(e.rank)
+	}
+	return c.newView(members, ctx), nil
+}
+
+// CreateGroup returns a communicator of the given members of c (ranks in
+// c, in the new communicator's order), made by those members alone
+// (MPI_Comm_create_group): every listed rank must call it with the same
+// list, and no other rank calls it. The members agree on a context pair by
+// an allreduce among themselves in c's collective space, so no collective
+// of c may run at the same time on any of them.
+func (c *Comm) CreateGroup(ranks []int) (*Comm, error) {
+	if err := c.checkUsable(); err != nil {
+		return nil, fmt.Errorf("mplite: create group: %w", err)
+	}
+	members := make([]int, len(ranks))
+	seen := make(map[int]bool, len(ranks))
+	me := -1
+	for i, r := range ranks {
+		if r < 0 || r >= c.csize || seen[r] {
+			return nil, fmt.Errorf("mplite: create group: member %d of %d (repeated or out of range): %w", r, c.csize, ErrRank)
+		}
+		seen[r] = true
+		members[i] = c.worldRank(r)
+		if r == c.crank {
+			me = i
+		}
+	}
+	if me < 0 {
+		return nil, fmt.Errorf("mplite: create group: rank %d is not among the members", c.crank)
+	}
+	// A view of the members that speaks in c's collective context.
+	tmp := c.newView(members, c.cctx-1)
+	if err := tmp.enterTuned("create_group", false); err != nil {
+		return nil, err
+	}
+	mine := tmp.freeMask()
+	mask := make([]byte, len(mine))
+	err := tmp.allreduceRecDoubling(mine, mask, new(andU64()))
+	tmp.leave()
+	if err != nil {
+		return nil, fmt.Errorf("mplite: create group: %w", err)
+	}
+	ctx, err := c.takeCtx(mask, true)
+	if err != nil {
+		return nil, fmt.Errorf("mplite: create group: %w", err)
 	}
 	return c.newView(members, ctx), nil
 }

@@ -306,7 +306,7 @@ func (c *Comm) openGroup(g *mcGroup) error {
 	}
 	var in, out [8]byte
 	binary.LittleEndian.PutUint64(in[:], fail)
-	if err := c.allreduceBytes(in[:], out[:], maxU64(), c.pickAlgo(collAllreduce, 8, true)); err != nil {
+	if err := c.runReducing(&c.tables.allreduce, 8, true, &collArgs{send: in[:], recv: out[:]}, new(maxU64())); err != nil {
 		return fmt.Errorf("open multicast group: %w", err)
 	}
 	g.opened = true
@@ -947,21 +947,13 @@ const mcastCostChunk = 8192
 // (counted as an eighth of a start-up each); "mcast-nak" one send plus the
 // aggregated acknowledgement up a tree. Opening a static group is paid once
 // and left out.
-func mcastCost(algo string, n, m int) float64 {
+func mcastCost(nak bool, n, m int) float64 {
 	k := (m + mcastCostChunk - 1) / mcastCostChunk
-	if algo == "mcast-nak" {
+	if nak {
 		return 1 + float64(ceilLog2(n))
 	}
 	rounds := float64((k + mcastWindow - 1) / mcastWindow)
 	return 1 + rounds*(1+float64(n-1)/2)
-}
-
-// mcastManual reports whether the automatic choice must skip algo: the
-// multicast Bcasts need a NIC multicast filter and a LAN that carries
-// multicast well, which the cost model cannot see, so they run only when
-// asked for (WithAlgorithm, SetAlgorithm, MPLITE_ALGO_BCAST).
-func mcastManual(algo string) bool {
-	return algo == "mcast-ack" || algo == "mcast-nak" || algo == "mcast"
 }
 
 // allgatherMulticast is CC-MPI's multicast Allgather: every rank in turn

@@ -92,7 +92,8 @@ func (gr *Group) Bcast(buf []byte, root int) error {
 	if gr.g.fallback {
 		return sub.collErr(collBcast, sub.bcastBinomial(buf, r))
 	}
-	nak := gr.parent.pickAlgo(collBcast, len(buf), true) != "mcast-ack"
+	e := gr.parent.pick(&gr.parent.tables.bcast, len(buf), true)
+	nak := e == nil || e.id != algoMcastAck
 	return sub.collErr(collBcast, sub.mcastBcast(gr.g, buf, r, nak))
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -177,6 +178,9 @@ func TestMcastOpenGroup(t *testing.T) {
 				g, err := c.OpenGroup(members)
 				if err != nil {
 					return err
+				}
+				if !slices.Equal(g.Members(), members) {
+					return fmt.Errorf("Members() = %v, want %v", g.Members(), members)
 				}
 				in := bytes.Contains([]byte{5, 1, 2, 6, 0}, []byte{byte(c.Rank())})
 				if g.Multicast() != in {

@@ -1,7 +1,6 @@
 package mplite
 
 import (
-	"context"
 	"runtime"
 	"time"
 
@@ -89,7 +88,7 @@ func (c *Comm) wait(w waitCond) {
 		}
 		c.leader = true
 		c.mu.Unlock()
-		c.leaderCtx.deadline = time.Now().Add(bgBlock)
+		c.leaderCtx.Reset(time.Now().Add(bgBlock))
 		comp, err := c.fab.wait(&c.leaderCtx)
 		c.mu.Lock()
 		c.leader = false
@@ -218,7 +217,7 @@ func (c *Comm) background() {
 			}
 			continue
 		}
-		c.bgCtx.deadline = time.Now().Add(bgBlock)
+		c.bgCtx.Reset(time.Now().Add(bgBlock))
 		comp, err := c.fab.wait(&c.bgCtx)
 		if c.stopped.Load() {
 			return
@@ -233,27 +232,4 @@ func (c *Comm) background() {
 		}
 		c.mu.Unlock()
 	}
-}
-
-// pollCtx is the progress goroutine's context for cq.Wait: a deadline it
-// moves before every wait, without allocating a context each time.
-type pollCtx struct {
-	deadline time.Time
-	done     chan struct{}
-}
-
-func (p *pollCtx) Deadline() (time.Time, bool) { return p.deadline, true }
-func (p *pollCtx) Done() <-chan struct{}       { return p.done }
-func (p *pollCtx) Value(any) any               { return nil }
-
-func (p *pollCtx) Err() error {
-	select {
-	case <-p.done:
-		return context.Canceled
-	default:
-	}
-	if !time.Now().Before(p.deadline) {
-		return context.DeadlineExceeded
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ethervia/ethervia/mplite"
 	"github.com/ethervia/ethervia/nic/memnic"
@@ -415,6 +416,13 @@ func TestCollectivesKeepScratch(t *testing.T) {
 		{"barrier", "dissemination", func(c *mplite.Comm, s, r []byte) error { return c.Barrier() }},
 		{"bcast", "mcast-nak", func(c *mplite.Comm, s, r []byte) error { return c.Bcast(s[:block], 0) }},
 		{"bcast", "mcast-ack", func(c *mplite.Comm, s, r []byte) error { return c.Bcast(s[:block], 0) }},
+		// The typed helper, whose operator is a closure made per call: it
+		// must stay on the stack (the algorithm dispatch must not leak it).
+		{"allreduce", "ring", func(c *mplite.Comm, s, r []byte) error {
+			fs := unsafe.Slice((*float64)(unsafe.Pointer(&s[0])), block/8)
+			fr := unsafe.Slice((*float64)(unsafe.Pointer(&r[0])), block/8)
+			return mplite.Allreduce(c, fs, fr, mplite.Sum[float64]())
+		}},
 	} {
 		t.Run(tc.coll+"/"+tc.algo, func(t *testing.T) {
 			comms, err := mplite.NewLocalWorld(n, mplite.WithAlgorithm(tc.coll, tc.algo))

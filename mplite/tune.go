@@ -12,182 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ethervia/ethervia/mplite/cc"
 )
-
-// Collective names, as WithAlgorithm, SetAlgorithm and MPLITE_ALGO_<NAME>
-// take them.
-const (
-	collBarrier    = "barrier"
-	collBcast      = "bcast"
-	collReduce     = "reduce"
-	collAllreduce  = "allreduce"
-	collGather     = "gather"
-	collGatherv    = "gatherv"
-	collScatter    = "scatter"
-	collScatterv   = "scatterv"
-	collAllgather  = "allgather"
-	collAllgatherv = "allgatherv"
-	collAlltoall   = "alltoall"
-	collAlltoallv  = "alltoallv"
-	collScan       = "scan"
-	collExscan     = "exscan"
-)
-
-// Collectives lists the collective names that take an algorithm override.
-func Collectives() []string {
-	return []string{collBarrier, collBcast, collReduce, collAllreduce, collGather, collGatherv, collScatter,
-		collScatterv, collAllgather, collAllgatherv, collAlltoall, collAlltoallv, collScan, collExscan}
-}
-
-// Algorithms lists the algorithms of a collective (nil for an unknown
-// one). The first is preferred when the cost model ties.
-func Algorithms(coll string) []string {
-	switch coll {
-	case collBarrier:
-		return []string{"dissemination"}
-	case collBcast:
-		return []string{"binomial", "scatter_allgather", "mcast-ack", "mcast-nak"}
-	case collReduce:
-		return []string{"binomial", "rabenseifner"}
-	case collAllreduce:
-		return []string{"recursive_doubling", "rabenseifner", "ring"}
-	case collGather:
-		return []string{"binomial", "linear"}
-	case collScatter:
-		return []string{"binomial", "linear", "mcast"}
-	case collGatherv, collScatterv:
-		return []string{"linear"}
-	case collAllgather:
-		return []string{"recursive_doubling", "bruck", "ring", "mcast"}
-	case collAllgatherv:
-		return []string{"ring", "linear"}
-	case collAlltoall:
-		return []string{"bruck", "pairwise", "linear", "phased"}
-	case collAlltoallv:
-		return []string{"pairwise", "linear", "phased"}
-	case collScan:
-		return []string{"recursive_doubling", "linear"}
-	case collExscan:
-		return []string{"recursive_doubling"}
-	}
-	return nil
-}
-
-// checkAlgo validates an override; the error lists the valid names.
-func checkAlgo(coll, algo string) error {
-	algos := Algorithms(coll)
-	if algos == nil {
-		return fmt.Errorf("mplite: unknown collective %q (valid: %s)", coll, strings.Join(Collectives(), ", "))
-	}
-	if algo != "auto" && !slices.Contains(algos, algo) {
-		return fmt.Errorf("mplite: unknown %s algorithm %q (valid: auto, %s)", coll, algo, strings.Join(algos, ", "))
-	}
-	return nil
-}
-
-// Cost returns CCL's cost measures of an algorithm: C1, the steps in
-// sequence, and C2, the bytes any one rank sends in sequence, for n ranks
-// and m bytes. m is the whole buffer for bcast, reduce, allreduce, scan and
-// exscan, and one rank's block for the others (the average block for the v
-// variants); the Bruck alltoall's is given for radix 2. The time estimate is C1·t_s + C2·t_c. ok is false for an unknown name.
-func Cost(coll, algo string, n, m int) (c1, c2 float64, ok bool) {
-	N, M := float64(n), float64(m)
-	lg := float64(ceilLog2(n))
-	p := floorPow2(max(n, 1))
-	lgp := float64(ceilLog2(p))
-	fold := 0.0
-	if p != n {
-		fold = 1
-	}
-	switch coll + "/" + algo {
-	case "barrier/dissemination":
-		return lg, 0, true
-	case "bcast/binomial", "reduce/binomial", "scan/recursive_doubling", "exscan/recursive_doubling":
-		return lg, lg * M, true
-	case "bcast/scatter_allgather":
-		return lg + N - 1, 2 * M * (N - 1) / N, true
-	case "reduce/rabenseifner":
-		return 2*lgp + fold + 1, 2*M*(float64(p)-1)/float64(p) + fold*M + M, true
-	case "allreduce/recursive_doubling":
-		return lgp + 2*fold, lgp*M + 2*fold*M, true
-	case "allreduce/rabenseifner":
-		return 2*lgp + 2*fold, 2*M*(float64(p)-1)/float64(p) + 2*fold*M, true
-	case "allreduce/ring":
-		return 2 * (N - 1), 2 * M * (N - 1) / N, true
-	case "gather/binomial", "scatter/binomial", "allgather/bruck", "allgather/recursive_doubling":
-		return lg, (N - 1) * M, true
-	case "gather/linear", "scatter/linear", "gatherv/linear", "scatterv/linear", "allgather/ring",
-		"allgatherv/ring", "allgatherv/linear", "alltoall/pairwise", "alltoall/linear",
-		"alltoallv/pairwise", "alltoallv/linear", "scan/linear":
-		return N - 1, (N - 1) * M, true
-	case "alltoall/phased", "alltoallv/phased":
-		// n-1 phases and n-2 barriers of ceil(log2 n) steps each.
-		return N - 1 + max(N-2, 0)*lg, (N - 1) * M, true
-	case "bcast/mcast-ack", "bcast/mcast-nak":
-		return mcastCost(algo, n, m), M, true
-	case "scatter/mcast":
-		return mcastCost("mcast-nak", n, n*m), N * M, true
-	case "allgather/mcast":
-		return N * mcastCost("mcast-nak", n, m), N * M, true
-	case "alltoall/bruck":
-		c1, c2 := bruckCost(n, m, 2)
-		return c1, c2, true
-	}
-	return 0, 0, false
-}
-
-// Work returns what an algorithm costs the whole job: the messages and
-// bytes every rank sends, summed over the n ranks (for the Bruck alltoall,
-// radix 2). Where ranks share processors the job cannot finish faster than
-// its work spread over them; CCL's model assumes a processor per rank and
-// counts only the longest chain (Cost). ok is false for an unknown name.
-func Work(coll, algo string, n, m int) (msgs, bytes float64, ok bool) {
-	N, M := float64(n), float64(m)
-	lg := float64(ceilLog2(n))
-	switch coll + "/" + algo {
-	case "bcast/binomial", "reduce/binomial", "gather/linear", "scatter/linear", "gatherv/linear",
-		"scatterv/linear", "scan/linear":
-		return N - 1, (N - 1) * M, true
-	case "gather/binomial", "scatter/binomial":
-		return N - 1, N * lg * M / 2, true
-	case "bcast/scatter_allgather":
-		// A binomial scatter of n pieces, then a ring allgather.
-		return N - 1 + N*(N-1), lg*M/2 + (N-1)*M, true
-	case "reduce/rabenseifner":
-		return N*lg + N - 1, 2 * (N - 1) * M, true
-	case "allreduce/rabenseifner":
-		return 2 * N * lg, 2 * (N - 1) * M, true
-	case "allreduce/ring":
-		return 2 * N * (N - 1), 2 * (N - 1) * M, true
-	case "bcast/mcast-ack", "bcast/mcast-nak":
-		return N, M, true
-	case "scatter/mcast":
-		return N, N * M, true
-	case "allgather/mcast":
-		return N * N, N * M, true
-	}
-	// The symmetric algorithms: every rank does the longest chain's work.
-	c1, c2, ok := Cost(coll, algo, n, m)
-	return N * c1, N * c2, ok
-}
-
-// bruckCost is the radix-r Bruck alltoall's: (r-1) exchanges per base-r
-// digit, each of the blocks with that digit value.
-func bruckCost(n, m, r int) (c1, c2 float64) {
-	for w := 1; w < n; w *= r {
-		for d := 1; d < r && d*w < n; d++ {
-			k := 0
-			for i := range n {
-				if (i/w)%r == d {
-					k++
-				}
-			}
-			c1++
-			c2 += float64(k * m)
-		}
-	}
-	return c1, c2
-}
 
 // Tuning holds the machine parameters of the cost model.
 type Tuning struct {
@@ -393,10 +220,10 @@ func (c *Comm) SetAlltoallRadix(r int) error {
 }
 
 // SetScheduler chooses the phased Alltoallv's scheduler on this
-// communicator: SchedAllToAll (the default) or SchedGreedy.
+// communicator: cc.SchedAllToAll (the default) or cc.SchedGreedy.
 func (c *Comm) SetScheduler(name string) error {
-	if name != SchedAllToAll && name != SchedGreedy {
-		return fmt.Errorf("mplite: unknown scheduler %q (valid: %s, %s)", name, SchedAllToAll, SchedGreedy)
+	if name != cc.SchedAllToAll && name != cc.SchedGreedy {
+		return fmt.Errorf("mplite: unknown scheduler %q (valid: %s, %s)", name, cc.SchedAllToAll, cc.SchedGreedy)
 	}
 	c.mu.Lock()
 	c.coll.sched = name
@@ -426,78 +253,15 @@ func (c *Comm) Tuning() Tuning {
 // Algorithm returns the algorithm the communicator would use for coll with
 // m bytes (as Cost counts them) and a commutative operator.
 func (c *Comm) Algorithm(coll string, m int) (string, error) {
-	if Algorithms(coll) == nil {
+	t := c.tables.table(coll)
+	if t == nil {
 		return "", checkAlgo(coll, "")
 	}
-	return c.pickAlgo(coll, m, true), nil
+	if e := c.pick(t, m, true); e != nil {
+		return e.name, nil
+	}
+	return "", nil
 }
-
-// pickAlgo is the override for coll if any, else the algorithm of least
-// estimated time.
-func (c *Comm) pickAlgo(coll string, m int, commutative bool) string {
-	c.mu.Lock()
-	algo := c.coll.algos[coll]
-	if algo == "" || algo == "auto" {
-		algo = c.cfg.algos[coll]
-	}
-	t := c.cfg.tuning
-	if c.tuned {
-		t = c.tune
-	}
-	c.mu.Unlock()
-	if algo != "" && algo != "auto" {
-		return algo
-	}
-	n := c.csize
-	best, bestT := "", math.Inf(1)
-	for _, a := range Algorithms(coll) {
-		switch {
-		case a == "ring" && coll == collAllreduce && !commutative,
-			a == "recursive_doubling" && coll == collAllgather && n&(n-1) != 0,
-			a == "phased" && (!c.cfg.phasedAuto || m < c.cfg.phasedTh),
-			coll == collAllgather && a != "ring" && n*m >= allgatherLong,
-			mcastManual(a): // only by override (mcast.go)
-			continue
-		}
-		c1, c2, _ := Cost(coll, a, n, m)
-		w1, w2, _ := Work(coll, a, n, m)
-		if a == "bruck" && coll == collAlltoall {
-			c1, c2 = bruckCost(n, m, c.bestRadix(m, t))
-			if c1 >= float64(n-1) {
-				// As many steps as a direct exchange and never fewer
-				// bytes: every block goes straight to its rank, plus
-				// Bruck's two local rotations.
-				continue
-			}
-			w1, w2 = float64(n)*c1, float64(n)*c2
-		}
-		est := c1*t.Ts + c2*t.Tc
-		cpus := c.cfg.sharedCPUs
-		if cpus > 0 {
-			// Every rank of the job on cpus processors.
-			est = max(est, (w1*t.Ts+w2*t.Tc)/float64(cpus))
-		}
-		// On a tie with the pairwise exchange, ranks that share CPUs do
-		// better posting every message at once (linear): whichever rank
-		// runs can move data, where a pairwise step waits for its partner
-		// to be scheduled.
-		if est < bestT || (est == bestT && cpus > 0 && a == "linear" && best == "pairwise") {
-			best, bestT = a, est
-		}
-	}
-	return best
-}
-
-// allgatherLong is the result size (bytes, all ranks' blocks) from which
-// Allgather takes the ring whatever the model says. MPICH switches at the
-// same 512 KiB (Thakur, Rabenseifner and Gropp, "Optimization of
-// Collective Communication Operations in MPICH", 2005): the model gives
-// the ring and recursive doubling the same bytes, and the ring's extra
-// start-ups vanish beside them, but the ring moves them as n-1 equal
-// neighbour exchanges where recursive doubling's last step has every rank
-// swap half the result with one partner. Measured here (docs/performance.md, issue 7)
-// the ring was 10-25 % faster at 1 MiB blocks on 8 ranks in every sitting.
-const allgatherLong = 512 << 10
 
 // bestRadix is the Bruck radix of least estimated time for blocks of m.
 func (c *Comm) bestRadix(m int, t Tuning) int {

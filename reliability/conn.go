@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/seq"
 	"github.com/ethervia/ethervia/nic"
 )
 
@@ -458,7 +459,7 @@ func (c *Conn) Queue(frame []byte, f *Frag) Seq {
 
 // CanSendMessage reports whether the peer has a receive descriptor for one
 // more message (a send, or an RDMA write with immediate data).
-func (c *Conn) CanSendMessage() bool { return msnLess(c.msn, c.peerCredit) }
+func (c *Conn) CanSendMessage() bool { return seq.Less(c.msn, c.peerCredit) }
 
 // TakeMessage uses one credit and returns the message's sequence number.
 // Call it only when CanSendMessage is true.
@@ -489,7 +490,7 @@ func (c *Conn) SetRecvLimit(now Time, limit uint32) {
 		return
 	}
 	c.limit = limit
-	if int32(c.advertised-c.peerMsn) <= 1 {
+	if seq.Diff(c.advertised, c.peerMsn) <= 1 {
 		c.ackNow = true // the peer may be waiting for this credit
 	} else if c.ackAt == 0 {
 		c.ackAt = now.Add(c.cfg.AckDelay)
@@ -513,7 +514,7 @@ func (c *Conn) Input(now Time, h *Header) Verdict {
 	if h.Flags&FlagAck != 0 && c.cfg.Level.Reliable() {
 		v |= c.onAck(now, h.Ack, h.SACK, h.Echo)
 	}
-	if msnLess(c.peerCredit, h.Credit) && !msnLess(c.msn+1<<30, h.Credit) {
+	if seq.Less(c.peerCredit, h.Credit) && !seq.Less(c.msn+1<<30, h.Credit) {
 		c.peerCredit = h.Credit
 		v |= Credit
 		if c.wantCredit && c.CanSendMessage() {
@@ -536,7 +537,7 @@ func (c *Conn) Input(now Time, h *Header) Verdict {
 	}
 	if c.cfg.Level.Reliable() {
 		d := h.Seq.Sub(c.rcvNxt)
-		if d < c.cfg.RecvWindow && txnLess(c.echo, h.Txn) {
+		if d < c.cfg.RecvWindow && seq.Less(c.echo, h.Txn) {
 			c.echo = h.Txn
 		}
 		switch {
@@ -569,7 +570,7 @@ func (c *Conn) Deliver(now Time, h *Header) {
 		return
 	}
 	c.stats.FramesAccepted++
-	if (h.Kind == KindData || h.Kind == KindWrite && h.Flags&FlagImm != 0) && !msnLess(h.Msg, c.peerMsn) {
+	if (h.Kind == KindData || h.Kind == KindWrite && h.Flags&FlagImm != 0) && !seq.Less(h.Msg, c.peerMsn) {
 		c.peerMsn = h.Msg + 1
 	}
 	if !c.cfg.Level.Reliable() {
@@ -694,7 +695,7 @@ func (c *Conn) onAck(now Time, ack Seq, sack uint64, echo uint32) Verdict {
 	var newest uint32
 	var sample time.Duration = -1
 	note := func(s *txSlot) {
-		if newest == 0 || txnLess(newest, s.txn) {
+		if newest == 0 || seq.Less(newest, s.txn) {
 			newest = s.txn
 			if s.tries == 1 {
 				sample = time.Duration(now - s.sentAt)
@@ -737,7 +738,7 @@ func (c *Conn) onAck(now Time, ack Seq, sack uint64, echo uint32) Verdict {
 	if sample >= 0 {
 		c.rttSample(sample)
 	}
-	if txnLess(c.ackedTxn, echo) && !txnLess(c.txn, echo) {
+	if seq.Less(c.ackedTxn, echo) && !seq.Less(c.txn, echo) {
 		c.ackedTxn = echo
 		k := uint32(c.cfg.ReorderThreshold)
 		// Only frames the SACK bitmap covers: beyond it, silence says
@@ -748,7 +749,7 @@ func (c *Conn) onAck(now Time, ack Seq, sack uint64, echo uint32) Verdict {
 		}
 		for q := c.una; q != end; q++ {
 			s := c.slot(q)
-			if !s.sacked && !s.lost && !txnLess(c.ackedTxn, s.txn+k) {
+			if !s.sacked && !s.lost && !seq.Less(c.ackedTxn, s.txn+k) {
 				s.lost = true
 				c.lost++
 				c.stats.FastRetransmits++

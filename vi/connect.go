@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/wake"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/reliability"
 )
@@ -118,7 +119,7 @@ func (v *VI) establish(now reliability.Time, remoteVI uint16, remoteConnID uint3
 	v.updateLimit(now) // receives posted since the connection frame
 	p.noteDeadline(c.Deadline())
 	p.markDirty(v)
-	signal(v.stateWake)
+	wake.Signal(v.stateWake)
 	return nil
 }
 
@@ -262,7 +263,7 @@ func (p *Provider) takeConnReq(discriminator uint64) *ConnRequest {
 	for _, q := range p.connReqs {
 		if !q.taken && q.remote.Discriminator == discriminator {
 			q.taken = true
-			signal(p.connWake) // others may be waiting for the rest
+			wake.Signal(p.connWake) // others may be waiting for the rest
 			return q
 		}
 	}
@@ -293,7 +294,7 @@ func (r *ConnRequest) Accept(v *VI) error {
 	}
 	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) {
 		v.state, v.mode = Idle, modeNone
-		signal(v.stateWake)
+		wake.Signal(v.stateWake)
 	}
 	if v.state != Idle {
 		return fmt.Errorf("vi %d: accept: %w: %v", v.id, ErrState, v.state)
@@ -362,7 +363,7 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 		remote:    Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Discriminator: h.RAddr},
 		remoteMAC: h.Src, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
 		peerWindow: int(h.Offset), attrs: remoteAttrs(h), at: now})
-	signal(p.connWake)
+	wake.Signal(p.connWake)
 }
 
 // onPeerReq matches a peer's request with our pending peer VI, or answers
@@ -383,7 +384,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 				// other first would give up while the other waits on.
 				p.rejectFrame(h.Src, h.SrcVI, h.Imm)
 				v.state, v.mode, v.rejected = Idle, modeNone, true
-				signal(v.stateWake)
+				wake.Signal(v.stateWake)
 				return
 			}
 			if err := v.establish(now, h.SrcVI, h.Imm, h.Seq, h.Credit, int(h.Offset)); err != nil {
@@ -404,7 +405,7 @@ func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
 	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) && h.ConnID == v.localConnID && h.Src == v.remoteMAC {
 		if h.Kind == reliability.KindConnReject {
 			v.state, v.mode, v.rejected = Idle, modeNone, true
-			signal(v.stateWake)
+			wake.Signal(v.stateWake)
 			return
 		}
 		if v.mode == modeClient {

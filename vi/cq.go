@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ethervia/ethervia/internal/wake"
 )
 
 // Completion names a work queue on which a descriptor completed. Fetch the
@@ -62,9 +64,9 @@ func (cq *CQ) push(v *VI, recv bool) {
 	}
 	cq.ring[(cq.head+cq.n)%len(cq.ring)] = Completion{VI: v, Recv: recv}
 	cq.n++
-	signal(cq.wake)
+	wake.Signal(cq.wake)
 	if cq.watcher != nil {
-		signal(cq.watcher)
+		wake.Signal(cq.watcher)
 	}
 }
 
@@ -151,16 +153,8 @@ func (cq *CQ) Close() error {
 		return fmt.Errorf("%w: %d queue entries still attached", ErrCQ, cq.reserved)
 	}
 	cq.closed = true
-	signal(cq.wake)
+	wake.Signal(cq.wake)
 	return nil
-}
-
-// signal wakes one waiter on c without blocking.
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
 }
 
 // timeUntil converts a provider time to a duration from now, at least zero.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/ctxdl"
+	"github.com/ethervia/ethervia/internal/wake"
 	"github.com/ethervia/ethervia/nic"
 )
 
@@ -143,7 +145,7 @@ type DatagramPort struct {
 	wake   chan struct{}
 	readyF func() bool
 	cq     *CQ // WatchCQ's queue, under the provider lock
-	dl     deadlineCtx
+	dl     ctxdl.Context
 
 	txMu sync.Mutex
 	txb  []byte
@@ -281,7 +283,7 @@ func (p *Provider) datagramInput(frame []byte) {
 	d.n++
 	d.stats.Received++
 	d.mu.Unlock()
-	signal(d.wake)
+	wake.Signal(d.wake)
 }
 
 // Kind is the port's frame kind.
@@ -428,7 +430,7 @@ func (d *DatagramPort) Wait(ctx context.Context) error {
 // false when the deadline passed (or the port closed) with no datagram
 // waiting (a watched CQ's completion also ends the wait, reported as false).
 func (d *DatagramPort) WaitUntil(deadline time.Time) bool {
-	d.dl.deadline = deadline
+	d.dl.Reset(deadline)
 	_ = d.p.wait(&d.dl, d.wake, d.readyF)
 	return d.waiting()
 }
@@ -451,20 +453,6 @@ func (d *DatagramPort) Close() error {
 	d.mu.Lock()
 	d.closed = true
 	d.mu.Unlock()
-	signal(d.wake)
-	return nil
-}
-
-// deadlineCtx is a context with only a deadline, reused by WaitUntil so an
-// idle polling loop allocates nothing.
-type deadlineCtx struct{ deadline time.Time }
-
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-func (c *deadlineCtx) Done() <-chan struct{}       { return nil }
-func (c *deadlineCtx) Value(any) any               { return nil }
-func (c *deadlineCtx) Err() error {
-	if !time.Now().Before(c.deadline) {
-		return context.DeadlineExceeded
-	}
+	wake.Signal(d.wake)
 	return nil
 }

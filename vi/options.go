@@ -31,6 +31,11 @@ const (
 	DefaultPeerTimeout = 5 * time.Second
 	DefaultWindow      = 256
 	DefaultPollGrace   = 200 * time.Microsecond
+	// DefaultAckReqDelay is how long the acknowledgement a ReliableReception
+	// send asks for waits for a frame to ride on unless Options set it:
+	// long enough for a polling peer's reply, short against a send's
+	// transfer time.
+	DefaultAckReqDelay = 20 * time.Microsecond
 	// MaxMaxTransfer is the largest MaxTransfer a provider accepts.
 	MaxMaxTransfer = 1 << 26
 	// maxReads bounds the RDMA reads outstanding per connection, each way.
@@ -65,9 +70,10 @@ type Options struct {
 	RTOInit, RTOMin, RTOMax, AckDelay time.Duration
 	// AckReqDelay is how long this end may hold back the acknowledgement a
 	// ReliableReception send asks for, so that a reply carries it instead of
-	// a frame of its own (reliability.Config.AckReqDelay; zero: at once).
-	// RDMA writes are acknowledged at once.
-	// It delays the peer's send completion by as much when no reply comes.
+	// a frame of its own (reliability.Config.AckReqDelay). Zero takes
+	// DefaultAckReqDelay; negative: acknowledge at once. RDMA writes are
+	// acknowledged at once. It delays the peer's send completion by as much
+	// when no reply comes.
 	AckReqDelay time.Duration
 	// ConnectRetry is the first interval between repeated connection
 	// requests; it doubles up to 200ms (default 5ms).
@@ -125,6 +131,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.PollGrace <= 0 {
 		o.PollGrace = DefaultPollGrace
+	}
+	// Negative stays negative, so that options with their defaults filled
+	// in keep their meaning: reliability.Config takes it as at once.
+	if o.AckReqDelay == 0 {
+		o.AckReqDelay = DefaultAckReqDelay
 	}
 	if o.MaxRegions < 0 || o.MaxRegisteredBytes < 0 {
 		return o, fmt.Errorf("vi: negative registration limit (%d regions, %d bytes)", o.MaxRegions, o.MaxRegisteredBytes)

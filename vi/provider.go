@@ -34,7 +34,9 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/ctxdl"
 	"github.com/ethervia/ethervia/internal/timerpool"
+	"github.com/ethervia/ethervia/internal/wake"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
@@ -220,7 +222,7 @@ func (p *Provider) Close() error {
 	p.sendTx()
 	p.closed = true
 	close(p.done)
-	signal(p.connWake)
+	wake.Signal(p.connWake)
 	p.mu.Unlock()
 	<-p.bgDone
 	return nil
@@ -520,7 +522,9 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 			t.Reset(timeUntil(int64(dl), int64(now)))
 			select {
 			case <-wake:
-			case <-ctx.Done():
+			// dl bounds the sleep by ctx's deadline: only a cancel
+			// needs the channel (a *ctxdl.Context arms no timer).
+			case <-ctxdl.Cancellation(ctx):
 			case <-t.C:
 			case <-p.done:
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/seq"
+	"github.com/ethervia/ethervia/internal/sgl"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
 )
@@ -123,7 +125,7 @@ func (v *VI) place(now reliability.Time, h *reliability.Header, payload []byte) 
 			v.protocolError(now, h, reliability.ReasonProtocol, errProtocol)
 			return false
 		}
-		scatter(v.sq.At(pos).Segments, int(h.Offset), payload)
+		sgl.Scatter(v.sq.At(pos).Segments, int(h.Offset), payload)
 		return true
 	}
 	return false
@@ -163,7 +165,7 @@ func (v *VI) refuseUnreliable(now reliability.Time, h *reliability.Header) {
 			return
 		}
 	} else {
-		if u.active && msnLess(m, u.msn) || !u.active && msnLess(m, v.recvMsn) {
+		if u.active && seq.Less(m, u.msn) || !u.active && seq.Less(m, v.recvMsn) {
 			return // an older message: already complete or abandoned
 		}
 		if u.active && !u.discard {
@@ -231,7 +233,7 @@ func (v *VI) placeMessage(now reliability.Time, h *reliability.Header, payload [
 		st.imm, st.hasImm = h.Imm, true
 	}
 	if !st.lenErr && !write {
-		scatter(v.rq.At(pos).Segments, int(h.Offset), payload)
+		sgl.Scatter(v.rq.At(pos).Segments, int(h.Offset), payload)
 	}
 	return true
 }
@@ -295,7 +297,7 @@ func (v *VI) placeUnreliable(now reliability.Time, h *reliability.Header, payloa
 	u := &v.u
 	m := h.Msg
 	if !(u.active && m == u.msn) {
-		if u.active && msnLess(m, u.msn) || !u.active && msnLess(m, v.recvMsn) {
+		if u.active && seq.Less(m, u.msn) || !u.active && seq.Less(m, v.recvMsn) {
 			return true // an older message: already complete or abandoned
 		}
 		if u.active && !u.discard {
@@ -331,7 +333,7 @@ func (v *VI) placeUnreliable(now reliability.Time, h *reliability.Header, payloa
 		return false // inconsistent: drop the frame
 	}
 	if !write {
-		scatter(v.rq.At(v.rqNext).Segments, int(h.Offset), payload)
+		sgl.Scatter(v.rq.At(v.rqNext).Segments, int(h.Offset), payload)
 	}
 	if h.Flags&reliability.FlagImm != 0 {
 		st.imm, st.hasImm = h.Imm, true
@@ -345,8 +347,6 @@ func (v *VI) placeUnreliable(now reliability.Time, h *reliability.Header, payloa
 	}
 	return true
 }
-
-func msnLess(a, b uint32) bool { return int32(a-b) < 0 }
 
 // updateLimit advertises the receives posted beyond the next message.
 func (v *VI) updateLimit(now reliability.Time) {

@@ -218,20 +218,3 @@ func gather(dst []byte, segs []descriptors.Segment, seg, off *int) int {
 	}
 	return n
 }
-
-// scatter copies src into the scatter/gather list at byte offset off.
-func scatter(segs []descriptors.Segment, off int, src []byte) {
-	for i := range segs {
-		if len(src) == 0 {
-			return
-		}
-		b := segs[i].Buf
-		if off >= len(b) {
-			off -= len(b)
-			continue
-		}
-		k := copy(b[off:], src)
-		src = src[k:]
-		off = 0
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/wake"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
 )
@@ -382,7 +383,7 @@ func (v *VI) publishSend() {
 		}
 	}
 	if moved {
-		signal(v.sendWake)
+		wake.Signal(v.sendWake)
 	}
 }
 
@@ -410,7 +411,7 @@ func (v *VI) completeRecv(st descriptors.Status) {
 	if v.attrs.RecvCQ != nil {
 		v.attrs.RecvCQ.push(v, true)
 	}
-	signal(v.recvWake)
+	wake.Signal(v.recvWake)
 }
 
 func (v *VI) sendDoneLocked() *descriptors.Descriptor {
@@ -593,9 +594,9 @@ func (v *VI) fail(now reliability.Time, f failure) {
 		v.completeRecv(st)
 	}
 	v.p.markDirty(v) // send the Disconnect
-	signal(v.stateWake)
-	signal(v.sendWake)
-	signal(v.recvWake)
+	wake.Signal(v.stateWake)
+	wake.Signal(v.sendWake)
+	wake.Signal(v.recvWake)
 }
 
 // remoteClosed handles the peer's Disconnect.
@@ -686,9 +687,9 @@ func (v *VI) disconnectLocked(now reliability.Time, reason reliability.Reason) {
 		v.conn = nil
 		v.state, v.mode, v.err = Idle, modeNone, nil
 	}
-	signal(v.stateWake)
-	signal(v.sendWake)
-	signal(v.recvWake)
+	wake.Signal(v.stateWake)
+	wake.Signal(v.sendWake)
+	wake.Signal(v.recvWake)
 }
 
 // Close destroys the VI (VipDestroyVi), disconnecting it first. Descriptors
@@ -720,7 +721,7 @@ func (v *VI) closeLocked(now reliability.Time, reason reliability.Reason) {
 	p := v.p
 	p.vis[v.id] = nil
 	p.freeIDs = append(p.freeIDs, v.id)
-	signal(v.stateWake)
-	signal(v.sendWake)
-	signal(v.recvWake)
+	wake.Signal(v.stateWake)
+	wake.Signal(v.sendWake)
+	wake.Signal(v.recvWake)
 }

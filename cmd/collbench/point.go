@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ethervia/ethervia/mplite"
+	"github.com/ethervia/ethervia/mplite/cc"
 )
 
 // point is one collective call with its buffers, and the check of its
@@ -199,10 +200,10 @@ func newPoint(c *mplite.Comm, coll, algo string, size, salt int) (*point, error)
 		recv := filled(total)
 		want := gatherRef(total, displs, func(i int) []byte { return blk(m, i, me, salt) })
 		p := &point{bytes: m, verify: func() error { return eqB(recv, want) }}
-		var pattern []mplite.Msg
+		var pattern []cc.Msg
 		for i := range n {
 			for j := range n {
-				pattern = append(pattern, mplite.Msg{Src: i, Dst: j, Size: m})
+				pattern = append(pattern, cc.Msg{Src: i, Dst: j, Size: m})
 			}
 		}
 		switch algo {
@@ -224,16 +225,16 @@ func newPoint(c *mplite.Comm, coll, algo string, size, salt int) (*point, error)
 
 // level3 is the schedule as a Level 3 program gets it: compiled offline
 // (here: just before), stored in the file format, and loaded.
-func level3(n int, pattern []mplite.Msg) (*mplite.Schedule, error) {
-	s, err := mplite.CompileSchedule(n, pattern, mplite.SchedAllToAll, mplite.DefaultPhasedThreshold)
+func level3(n int, pattern []cc.Msg) (*cc.Schedule, error) {
+	s, err := cc.CompileSchedule(n, pattern, cc.SchedAllToAll, mplite.DefaultPhasedThreshold)
 	if err != nil {
 		return nil, err
 	}
 	var file bytes.Buffer
-	if err := mplite.WriteSchedule(&file, s); err != nil {
+	if err := cc.WriteSchedule(&file, s); err != nil {
 		return nil, err
 	}
-	return mplite.ReadSchedule(&file)
+	return cc.ReadSchedule(&file)
 }
 
 func uniformDispls(n, m int) []int {

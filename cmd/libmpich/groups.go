@@ -405,6 +405,48 @@ func PMPI_Comm_create(comm C.MPI_Comm, h C.MPI_Group, out *C.MPI_Comm) (mpirc C.
 	return retc(comm, "MPI_Comm_create", err)
 }
 
+// MPI_Comm_create_group is called by the group's members only. (The tag,
+// which tells apart concurrent calls by several threads, is not needed:
+// collectives of one communicator run one at a time here.)
+//
+//export PMPI_Comm_create_group
+func PMPI_Comm_create_group(comm C.MPI_Comm, h C.MPI_Group, tag C.int, out *C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Comm_create_group", &mpirc)
+	const fn = "MPI_Comm_create_group"
+	ce, err := lib.comm(comm)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	g, err := lib.group(h)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	if out == nil {
+		return retc(comm, fn, errorf(errArg, "NULL result"))
+	}
+	if !slices.Contains(g, myWorldRank()) {
+		*out = commNull // MPI: a non-member that calls gets MPI_COMM_NULL
+		return errSuccess
+	}
+	mem := members(ce)
+	ranks := make([]int, len(g))
+	for i, w := range g {
+		if ranks[i] = slices.Index(mem, w); ranks[i] < 0 {
+			return retc(comm, fn, errorf(errGroup, "world rank %d of the group is not in the communicator", w))
+		}
+	}
+	var c *mplite.Comm
+	if err := ce.coll(func() (e error) { c, e = ce.c.CreateGroup(ranks); return }); err != nil {
+		return retc(comm, fn, err)
+	}
+	ne, err := newCommEntry(c, true, ce)
+	if err != nil {
+		return retc(comm, fn, err)
+	}
+	*out = lib.addComm(ne)
+	return errSuccess
+}
+
 // MPI_Comm_split_type with MPI_COMM_TYPE_SHARED groups the ranks of one
 // host. Each rank has a host (a NIC) of its own here, so each is alone.
 //

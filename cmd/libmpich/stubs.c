@@ -54,7 +54,6 @@ int PMPI_Close_port() { return ethervia_unimplemented("MPI_Close_port", 15); }
 int PMPI_Comm_accept() { return ethervia_unimplemented("MPI_Comm_accept", 15); }
 int PMPI_Comm_connect() { return ethervia_unimplemented("MPI_Comm_connect", 15); }
 int PMPI_Comm_create_from_group() { return ethervia_unimplemented("MPI_Comm_create_from_group", 15); }
-int PMPI_Comm_create_group() { return ethervia_unimplemented("MPI_Comm_create_group", 15); }
 int PMPI_Comm_disconnect() { return ethervia_unimplemented("MPI_Comm_disconnect", 15); }
 int PMPI_Comm_get_parent() { return ethervia_unimplemented("MPI_Comm_get_parent", 15); }
 int PMPI_Comm_join() { return ethervia_unimplemented("MPI_Comm_join", 15); }

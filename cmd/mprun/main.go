@@ -4,6 +4,7 @@
 // output line with the rank, and removes everything it built.
 //
 //	mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-driver D] [-timeout T] -- PROG ARGS...
+//	mprun -sweep
 //
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
 // rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
@@ -17,7 +18,10 @@
 // -local uses); otherwise the ranks sit on one bridge per rail.
 // mprun exits non-zero if any rank
 // fails; once one rank has failed, the others get -grace to finish (so they
-// can report the dead peer) before they are killed.
+// can report the dead peer) before they are killed. SIGINT, SIGTERM and
+// SIGHUP kill the ranks and remove the testbed, as a normal exit does, and
+// mprun then exits non-zero. -sweep removes what testbeds of processes that
+// no longer run (killed with SIGKILL, say) left behind.
 package main
 
 import (
@@ -34,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +67,7 @@ type options struct {
 	timeout       time.Duration
 	grace         time.Duration
 	hostfile      bool
+	sweep         bool
 	prog          []string
 }
 
@@ -83,8 +89,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
 	fs.BoolVar(&o.hostfile, "hostfile", false, "also give ranks MPLITE_HOSTFILE with every rank's MACs")
+	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT] [-driver D] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "       mprun -sweep")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -92,6 +100,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	o.prog = fs.Args()
 	switch {
+	case o.sweep && len(o.prog) > 0:
+		return o, errors.New("mprun: -sweep runs no program")
+	case o.sweep:
+		return o, nil
 	case len(o.prog) == 0:
 		return o, errors.New("mprun: no program given (mprun -np N -- PROG ARGS...)")
 	case o.np < 1 || o.np > testbed.MaxHosts:
@@ -162,15 +174,23 @@ func parseRailDown(s string) (rail int, at time.Duration, err error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // -h asked for the usage, which is printed
+	}
 	if err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, err)
-		}
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(stderr, "mprun: needs root to build network namespaces")
 		return 2
+	}
+	if o.sweep {
+		if err := sweep(stdout); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
 	}
 	prog, err := exec.LookPath(o.prog[0])
 	if err != nil {
@@ -209,11 +229,11 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 	tb, err := testbed.NewContext(bctx, cfg)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("mprun: testbed: %w", err)
+		return fmt.Errorf("mprun: %w", err) // testbed's errors say "testbed:"
 	}
 	defer func() {
-		if cerr := tb.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("mprun: cleanup: %w", cerr)
+		if cerr := tb.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("mprun: cleanup: %w", cerr))
 		}
 	}()
 	faults := bpf.FaultConfig{Drop: o.drop, Corrupt: o.corrupt, Duplicate: o.dup}
@@ -286,10 +306,11 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			killAll(cmds)
 			graceC = nil
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "mprun: %v; killing every rank\n", context.Cause(ctx))
+			cause := context.Cause(ctx)
+			fmt.Fprintf(stderr, "mprun: %v; killing every rank\n", cause)
 			killAll(cmds)
 			ctx = context.Background()
-			failed = append(failed, "job: "+context.DeadlineExceeded.Error())
+			failed = append(failed, "job: "+cause.Error())
 		}
 	}
 	if o.faulty() {
@@ -299,6 +320,53 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 		return fmt.Errorf("mprun: %d rank(s) failed: %s", len(failed), strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// sweep removes the namespaces that testbeds of dead processes left (-sweep)
+// and says which went.
+func sweep(stdout io.Writer) error {
+	before, err := testbedNamespaces()
+	if err != nil {
+		return err
+	}
+	serr := testbed.Sweep()
+	after, err := testbedNamespaces()
+	if err != nil {
+		return errors.Join(serr, err)
+	}
+	var gone []string
+	for _, n := range before {
+		if !slices.Contains(after, n) {
+			gone = append(gone, n)
+		}
+	}
+	if len(gone) == 0 {
+		fmt.Fprintln(stdout, "mprun: -sweep: nothing to remove")
+	} else {
+		fmt.Fprintf(stdout, "mprun: -sweep: removed %d namespace(s) and their links: %s\n", len(gone), strings.Join(gone, " "))
+	}
+	if serr != nil {
+		return fmt.Errorf("mprun: %w", serr) // "sweep: testbed: ..."
+	}
+	return nil
+}
+
+// testbedNamespaces lists the named namespaces that carry testbed's prefix.
+func testbedNamespaces() ([]string, error) {
+	ents, err := os.ReadDir(testbed.NetnsDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mprun: -sweep: %w", err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), testbed.NamePrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
 }
 
 // reportFaults prints what the switch's fault injectors did, so a lossy run
@@ -403,7 +471,6 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 			"MPLITE_IFACES=" + strings.Join(h.Ifaces[:o.nics], ","),
 			"MPLITE_JOB=" + strconv.FormatUint(uint64(job), 10),
 			"MPLITE_DRIVER=" + o.driver,
-			"MPLITE_MTU=" + strconv.Itoa(o.mtu),
 		}
 		if hostfile != "" {
 			env = append(env, "MPLITE_HOSTFILE="+hostfile)

@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ethervia/ethervia/internal/netpipe"
+	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 	"github.com/ethervia/ethervia/nic"
 )
 
@@ -25,6 +25,18 @@ import (
 // when one transfer takes a second; on veth links that would mean messages
 // of gigabytes, so the default range ends at 8 MiB. -u sets any other.
 const defaultUpper = 8 << 20
+
+// The default run is NetPIPE's schedule with fewer and shorter trials, so
+// that the first run takes about a minute, as NPtcp's does; -full runs
+// NetPIPE 3's FINAL method (netpipe.Trials trials of netpipe.RunTime).
+const (
+	quickTrials  = 3
+	quickRunTime = 50 * time.Millisecond
+)
+
+// defaultModule is the default -module: reliable, so a busy machine that
+// drops frames slows the run down instead of failing it.
+const defaultModule = "mplite"
 
 // options are the parsed flags.
 type options struct {
@@ -53,6 +65,9 @@ type options struct {
 	seed               uint64
 	progress           string
 	cpuprofile         string
+	full, sweep        bool
+	retries            int
+	tcp                string
 	set                map[string]bool
 	rateBits           uint64
 	isRoot             bool
@@ -74,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	fs.BoolVar(&o.local, "local", false, "build a private two-host testbed and run both ends (the default as root)")
 	fs.BoolVar(&o.mem, "mem", false, "run both ends in process over memnic (the default without root)")
-	fs.StringVar(&o.module, "module", "raw", "what to measure: raw|vi|rdma|mplite|tcp")
+	fs.StringVar(&o.module, "module", defaultModule, "what to measure: raw|vi|rdma|mplite|tcp")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket|afxdp (-local and -iface)")
 	fs.IntVar(&o.links, "links", 1, "parallel links (NICs) between the two hosts")
 	fs.BoolVar(&o.pin, "pin", true, "-local: run each end's thread on its own CPU, as on two hosts")
@@ -98,8 +113,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.host, "host", "", "two-machine tcp: the receiver's address (transmitter) or the address to listen on (receiver)")
 	fs.IntVar(&o.port, "port", 5002, "tcp: the port the receiver listens on")
 	fs.IntVar(&o.repeats, "n", 0, "constant repeat count instead of NetPIPE's calibration")
-	fs.IntVar(&o.trials, "trials", 0, fmt.Sprintf("trials per point (default %d, 1 with -I)", netpipe.Trials))
-	fs.DurationVar(&o.runtime, "runtime", netpipe.RunTime, "target duration of one trial")
+	fs.IntVar(&o.trials, "trials", 0, fmt.Sprintf("trials per point (default %d, %d with -full, 1 with -I)", quickTrials, netpipe.Trials))
+	fs.DurationVar(&o.runtime, "runtime", quickRunTime, fmt.Sprintf("target duration of one trial (%v with -full)", netpipe.RunTime))
+	fs.BoolVar(&o.full, "full", false, fmt.Sprintf("NetPIPE 3's full method: %d trials of %v per point (minutes; the default, %d of %v, takes about one)",
+		netpipe.Trials, netpipe.RunTime, quickTrials, quickRunTime))
+	fs.IntVar(&o.retries, "retries", netpipe.DefaultRetries, "raw: re-run a point up to this many times after lost frames (0: fail at the first loss)")
+	fs.StringVar(&o.tcp, "tcp", "", "np.out of a TCP run (NPtcp's, or netpipe -module tcp -o FILE) for the summary to compare with")
+	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit (root)")
 	fs.DurationVar(&o.spin, "spin", 50*time.Microsecond, "raw: how long to poll before blocking on the driver (negative: never spin)")
 	fs.IntVar(&o.window, "window", 0, "raw: frames in flight before the receiver returns credit (default: about 1 MiB per link)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "fail when a message makes no progress for this long")
@@ -116,6 +136,15 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.set = make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	if o.full && !o.set["runtime"] {
+		o.runtime = netpipe.RunTime
+	}
+	if o.trials == 0 && !o.integrity {
+		o.trials = quickTrials
+		if o.full {
+			o.trials = netpipe.Trials
+		}
+	}
 	return o, nil
 }
 
@@ -153,6 +182,9 @@ func (o *options) validate() error {
 	}
 	if o.ethertype < 0x0600 || o.ethertype > 0xffff {
 		return fmt.Errorf("-ethertype %#x: not an EtherType", o.ethertype)
+	}
+	if o.retries < 0 {
+		return fmt.Errorf("-retries %d: want 0 or more", o.retries)
 	}
 	if o.job > math.MaxUint32 {
 		return fmt.Errorf("-job %d: want a 32-bit key", o.job)
@@ -260,6 +292,7 @@ type summary struct {
 	Out         string  `json:"np_out,omitempty"`
 	Plot        string  `json:"plot,omitempty"`
 	Seconds     float64 `json:"elapsed_s"`
+	Reruns      int     `json:"reruns"`
 }
 
 func (o *options) modeName() string {
@@ -272,7 +305,7 @@ func (o *options) modeName() string {
 	return "ping-pong"
 }
 
-func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -282,6 +315,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	o.stdout, o.stderr = stdout, stderr
 	o.isRoot = os.Geteuid() == 0
+	if o.sweep {
+		return sweep(stdout)
+	}
+	var tcp []netpipe.Point
+	if o.tcp != "" {
+		if tcp, err = readNPOut(o.tcp); err != nil {
+			return fmt.Errorf("-tcp: %w", err)
+		}
+	}
 	o.modules = modules()
 	o.stderrIsTerminal = isTerminal(stderr)
 	if err := o.validate(); err != nil {
@@ -304,7 +346,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	defer env.close()
+	defer func() {
+		// An interrupted run removes its testbed too; a failure to do so
+		// is an error of its own, never silent.
+		if cerr := env.close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cleanup: %w", cerr))
+		}
+	}()
 	if o.cpuprofile != "" {
 		stop, err := startCPUProfile(o.cpuprofile)
 		if err != nil {
@@ -335,12 +383,30 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "Sending output to %s\n", o.out)
 	}
 
-	bar := newProgress(stderr, o.progress == "on" || o.progress == "auto" && o.stderrIsTerminal, o.lower, o.upper)
+	total := len(netpipe.Schedule(o.lower, o.upper, o.pert))
+	if tx {
+		fmt.Fprintf(stderr, "netpipe: up to %d points, %d to %d bytes, %s\n", total, o.lower, o.upper, o.method())
+	}
+	bar := newProgress(stderr, o.progress == "on" || o.progress == "auto" && o.stderrIsTerminal, o.lower, o.upper, total)
 	var lineBuf []byte
+	retries := -1 // Config.Retries: none
+	if o.retries > 0 {
+		retries = o.retries
+	}
+	reruns := 0
 	cfg := netpipe.Config{
 		Start: o.lower, End: o.upper, Pert: o.pert,
 		Stream: o.stream, Bidir: o.bidir, Integrity: o.integrity,
-		Trials: o.trials, RunTime: o.runtime, Repeats: o.repeats,
+		Trials: o.trials, RunTime: o.runtime, Repeats: o.repeats, Retries: retries,
+		OnRetry: func(n, bytes int, err error) {
+			reruns++
+			bar.clear()
+			what := fmt.Sprintf("point %d (%d bytes)", n, bytes)
+			if n < 0 {
+				what = "the latency estimate"
+			}
+			fmt.Fprintf(stderr, "netpipe: %s lost frames; re-running it: %v\n", what, err)
+		},
 		BeforePoint: func(n, bytes, repeats int) { bar.update(n, bytes, repeats) },
 		AfterPoint: func(p netpipe.Point) {
 			bar.clear()
@@ -369,6 +435,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if runErr != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			return fmt.Errorf("interrupted (%v) after %d points; the testbed is removed: %w", cause, len(pts), runErr)
+		}
 		return runErr
 	}
 	if !tx {
@@ -385,24 +454,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintf(stdout, "Plot written to %s\n", o.plot)
 	}
+	s := summary{
+		Module: o.module, Driver: env.driver, Links: o.links, Bonded: env.bonded.Load(),
+		Testbed: env.kind, Mode: o.modeName(), MTU: env.mtu, Rate: o.rate, Drop: o.drop,
+		Integrity: o.integrity, Start: o.lower, End: o.upper, Pert: o.pert, Points: len(pts),
+		Out: o.out, Plot: o.plot, Seconds: time.Since(began).Seconds(), Reruns: reruns,
+	}
+	// NetPIPE's latency is the time of the smallest message.
+	small := pts[0]
+	for _, p := range pts {
+		if p.Bytes < small.Bytes {
+			small = p
+		}
+		if p.Mbps > s.PeakMbps {
+			s.PeakMbps, s.PeakBytes = p.Mbps, p.Bytes
+		}
+	}
+	s.LatencyUs, s.LatencySize = small.Usec(), small.Bytes
+	writeSummary(stdout, &s, o, pts, tcp)
 	if o.json {
-		s := summary{
-			Module: o.module, Driver: env.driver, Links: o.links, Bonded: env.bonded.Load(),
-			Testbed: env.kind, Mode: o.modeName(), MTU: env.mtu, Rate: o.rate, Drop: o.drop,
-			Integrity: o.integrity, Start: o.lower, End: o.upper, Pert: o.pert, Points: len(pts),
-			Out: o.out, Plot: o.plot, Seconds: time.Since(began).Seconds(),
-		}
-		// NetPIPE's latency is the time of the smallest message.
-		small := pts[0]
-		for _, p := range pts {
-			if p.Bytes < small.Bytes {
-				small = p
-			}
-			if p.Mbps > s.PeakMbps {
-				s.PeakMbps, s.PeakBytes = p.Mbps, p.Bytes
-			}
-		}
-		s.LatencyUs, s.LatencySize = small.Usec(), small.Bytes
 		b, err := json.Marshal(s)
 		if err != nil {
 			return fmt.Errorf("json summary: %w", err)
@@ -472,6 +542,9 @@ func (e *environment) run(ctx context.Context, mod netpipe.Module, cfg netpipe.C
 			c.Close()
 		}
 	}
+	// Some modules' calls take no context (mplite's): an interrupt closes
+	// the connections, which fails those calls at once.
+	defer context.AfterFunc(ctx, closeAll)()
 	// Ends in a namespace run on its thread (goIn). Of the others, the
 	// transmitter (or a lone end) runs right here: its sockets must be
 	// made in the caller's namespace, which a new goroutine's thread need
@@ -486,6 +559,9 @@ func (e *environment) run(ctx context.Context, mod netpipe.Module, cfg netpipe.C
 			}
 			mu.Lock()
 			conns = append(conns, conn)
+			if ctx.Err() != nil {
+				conn.Close() // closeAll may have run already
+			}
 			mu.Unlock()
 			if b, ok := conn.(interface{ Bonded() bool }); ok && b.Bonded() {
 				e.bonded.Store(true)

@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/ethervia/ethervia/bpf"
-	"github.com/ethervia/ethervia/internal/netpipe"
+	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/afpacket"
 	"github.com/ethervia/ethervia/nic/afxdp"
@@ -130,7 +130,7 @@ func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment
 		Hosts: 2, Rails: o.links, Topology: topo, MTU: o.mtu, Rate: o.rateBits, Name: "np",
 	})
 	if err != nil {
-		return nil, fmt.Errorf("local testbed: %w", err)
+		return nil, fmt.Errorf("-local: %w", err)
 	}
 	env := &environment{kind: "local", driver: o.driver, mtu: tb.Config().MTU}
 	env.closers = append(env.closers, tb.Close)

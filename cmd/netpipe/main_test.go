@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"image/png"
 	"io"
 	"math"
@@ -14,8 +15,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/ethervia/ethervia/internal/netpipe"
+	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 )
 
 // runCmd runs the command in process.
@@ -156,12 +158,12 @@ func TestJSONSummary(t *testing.T) {
 	}
 	pts := checkOutputs(t, stderr, filepath.Join(dir, "np.out"), 1, 3000, 3)
 	m := lastJSON(t, stdout)
-	for _, k := range []string{"module", "driver", "links", "latency_us", "peak_mbps", "peak_bytes"} {
+	for _, k := range []string{"module", "driver", "links", "latency_us", "peak_mbps", "peak_bytes", "reruns"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary lacks %q: %v", k, m)
 		}
 	}
-	if m["module"] != "raw" || m["driver"] != "memnic" || m["links"] != 1.0 || m["bonded"] != false {
+	if m["module"] != defaultModule || m["driver"] != "memnic" || m["links"] != 1.0 || m["bonded"] != false {
 		t.Errorf("summary %v", m)
 	}
 	// The peak is the np.out maximum and the latency the 1-byte time.
@@ -336,6 +338,79 @@ func TestBondOverOneLink(t *testing.T) {
 		checkOutputs(t, stderr, filepath.Join(dir, "np.out"), 1, 3000, 3)
 		if m, want := lastJSON(t, stdout), len(args) > 0; m["bonded"] != want {
 			t.Errorf("%v: summary says bonded=%v, want %v", args, m["bonded"], want)
+		}
+	}
+}
+
+func TestErrorsCarryOnePrefix(t *testing.T) {
+	// A lost frame with no retries: the message names the end and the
+	// point once each; main adds the only "netpipe:".
+	dir := t.TempDir()
+	_, _, err := runCmd(t, quick(dir, "-mem", "-module", "raw", "-drop", "0.3", "-retries", "0",
+		"-timeout", "200ms", "-l", "20000", "-u", "20000", "-p", "0")...)
+	if err == nil {
+		t.Fatal("30% loss without retries succeeded")
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "netpipe:") || strings.Count(msg, "raw:") != 1 ||
+		!(strings.HasPrefix(msg, "transmitter: ") || strings.HasPrefix(msg, "receiver: ")) {
+		t.Fatalf("error %q: want one prefix per layer (end, point, module) and no netpipe:", msg)
+	}
+}
+
+func TestRawLossIsRerunAndCounted(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, err := runCmd(t, quick(dir, "-mem", "-module", "raw", "-drop", "0.002",
+		"-timeout", "100ms", "-u", "16000", "-retries", "50", "-json")...)
+	if err != nil {
+		t.Fatalf("raw with 0.2%% loss: %v\n%s", err, stderr)
+	}
+	reruns := strings.Count(stderr, "re-running it")
+	if got := lastJSON(t, stdout)["reruns"]; got != float64(reruns) {
+		t.Errorf("-json reruns %v, stderr reports %d re-runs", got, reruns)
+	}
+	if want := fmt.Sprintf("  re-runs:  %d ", reruns); !strings.Contains(stdout, want) {
+		t.Errorf("summary lacks %q:\n%s", want, stdout)
+	}
+	checkOutputs(t, stderr, filepath.Join(dir, "np.out"), 1, 16000, netpipe.DefaultPerturbation)
+}
+
+func TestSummaryComparesWithTCP(t *testing.T) {
+	dir := t.TempDir()
+	tcp := filepath.Join(dir, "tcp.out")
+	// A made-up TCP curve that the memnic run crosses: fast for the
+	// smallest messages, slow for the rest.
+	if err := os.WriteFile(tcp, []byte("1 1000.0 0.000001\n100 1000.0 0.000001\n200 0.001 1\n100000 0.001 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, err := runCmd(t, quick(dir, "-mem", "-u", "3000", "-tcp", tcp)...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr)
+	}
+	for _, want := range []string{"netpipe: summary of mplite/memnic", "latency:", "peak:", "vs tcp:   the curves cross at about", "faster than TCP above it"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestDefaultsAreQuickAndFullIsNetPIPE(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		trials  int
+		runtime time.Duration
+	}{
+		{nil, quickTrials, quickRunTime},
+		{[]string{"-full"}, netpipe.Trials, netpipe.RunTime},
+		{[]string{"-full", "-trials", "2", "-runtime", "10ms"}, 2, 10 * time.Millisecond},
+		{[]string{"-I"}, 0, quickRunTime}, // -I: one trial, chosen by the library
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if o.module != "mplite" || o.trials != c.trials || o.runtime != c.runtime {
+			t.Errorf("%v: module %s, %d trials of %v; want mplite, %d of %v", c.args, o.module, o.trials, o.runtime, c.trials, c.runtime)
 		}
 	}
 }

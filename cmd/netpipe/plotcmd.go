@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ethervia/ethervia/internal/netpipe"
+	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 )
 
 // runPlot is `netpipe plot A.out [B.out ...] -o cmp.svg`: it overlays

@@ -28,12 +28,13 @@ type progress struct {
 	w      io.Writer
 	on     bool
 	lo, hi float64
+	total  int // points in the schedule (the run may stop earlier)
 	drawn  bool
 	buf    []byte
 }
 
-func newProgress(w io.Writer, on bool, lower, upper int) *progress {
-	return &progress{w: w, on: on, lo: math.Log(float64(lower)), hi: math.Log(float64(upper) + 1)}
+func newProgress(w io.Writer, on bool, lower, upper, total int) *progress {
+	return &progress{w: w, on: on, lo: math.Log(float64(lower)), hi: math.Log(float64(upper) + 1), total: total}
 }
 
 const barWidth = 30
@@ -51,7 +52,7 @@ func (p *progress) update(n, bytes, repeats int) {
 	p.buf = append(p.buf[:0], "\r\x1b[K["...)
 	p.buf = append(p.buf, strings.Repeat("#", full)...)
 	p.buf = append(p.buf, strings.Repeat(".", barWidth-full)...)
-	p.buf = fmt.Appendf(p.buf, "] %3.0f%%  point %d: %d bytes x %d", frac*100, n, bytes, repeats)
+	p.buf = fmt.Appendf(p.buf, "] %3.0f%%  point %d/%d: %d bytes x %d", frac*100, n+1, p.total, bytes, repeats)
 	p.w.Write(p.buf)
 	p.drawn = true
 }

@@ -160,6 +160,29 @@ int main(int argc, char **argv) {
 	OUT("unweighted dist graph: weighted %d", weighted);
 	MPI_Comm_free(&dg);
 	MPI_Comm_free(&dgu);
+	/* MPI_Comm_create_group: the even ranks, in reverse order, made by
+	 * themselves alone while the odd ranks do something else. */
+	{
+		MPI_Group wg, eg;
+		int er[64], ne2 = 0;
+		for (int i = (size - 1) / 2 * 2; i >= 0; i -= 2)
+			er[ne2++] = i;
+		MPI_Comm_group(MPI_COMM_WORLD, &wg);
+		MPI_Group_incl(wg, ne2, er, &eg);
+		if (rank % 2 == 0) {
+			MPI_Comm ec;
+			int erank, esize, esum;
+			MPI_Comm_create_group(MPI_COMM_WORLD, eg, 17, &ec);
+			MPI_Comm_rank(ec, &erank);
+			MPI_Comm_size(ec, &esize);
+			MPI_Allreduce(&rank, &esum, 1, MPI_INT, MPI_SUM, ec);
+			OUT("create_group: %d of %d, sum %d", erank, esize, esum);
+			MPI_Comm_free(&ec);
+		}
+		MPI_Group_free(&eg);
+		MPI_Group_free(&wg);
+		MPI_Barrier(MPI_COMM_WORLD);
+	}
 	MPI_Finalize();
 	return 0;
 }

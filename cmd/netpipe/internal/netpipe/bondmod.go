@@ -32,7 +32,7 @@ func connectBond(ctx context.Context, ep Endpoint) (Conn, error) {
 		PeerTimeout: timeout,
 	},
 		// Ends on locked threads (-local) must not yield, see Endpoint.Yield.
-		NoYield: !ep.Yield,
+		Yield: ep.Yield,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("vi: bond %d links: %w", k, err)

@@ -1,4 +1,4 @@
-package mplite
+package cc
 
 import (
 	"bufio"
@@ -10,18 +10,18 @@ import (
 )
 
 // CC-MPI's compiled Alltoallv, Levels 2 and 3 (Level 1, which gathers the
-// pattern at run time, is Alltoallv's "phased" algorithm):
+// pattern at run time, is mplite's Alltoallv "phased" algorithm):
 //
 //   - Level 2: every rank holds the whole pattern (a []Msg) locally, so no
 //     exchange of counts is needed; the schedule is computed on each rank
-//     (AlltoallvPattern, or CompileSchedule once and AlltoallvSchedule per
-//     call).
+//     (mplite.Comm.AlltoallvPattern, or CompileSchedule once and
+//     mplite.Comm.AlltoallvSchedule per call).
 //   - Level 3: the schedule itself was computed beforehand, for instance
 //     offline with both schedulers keeping the better, and is loaded from a
-//     file (ReadSchedule) and run with AlltoallvSchedule.
+//     file (ReadSchedule) and run with mplite.Comm.AlltoallvSchedule.
 //
-// Phases are separated by per-message readiness instead of CC-MPI's barrier
-// (see AlltoallvSchedule).
+// mplite separates the phases by per-message readiness instead of CC-MPI's
+// barrier (see mplite.Comm.AlltoallvSchedule).
 
 // MaxScheduleRanks bounds the ranks of a Schedule (and of a schedule file).
 const MaxScheduleRanks = 1 << 12
@@ -38,15 +38,15 @@ const scheduleMagic = "mplite-schedule 1"
 type Schedule struct {
 	n      int
 	phases []Phase
-	byRank [][]schedOp // each rank's part, in phase order
+	byRank [][]Op // each rank's part, in phase order
 }
 
-// schedOp is one rank's part in one message of a schedule.
-type schedOp struct {
-	phase int
-	peer  int
-	size  int
-	send  bool
+// Op is one rank's part in one message of a schedule.
+type Op struct {
+	Phase int  // the message's phase
+	Peer  int  // the rank at the other end
+	Size  int  // the message's bytes
+	Send  bool // whether the rank sends the message (else it receives it)
 }
 
 // NewSchedule checks phases as a schedule for n ranks and compiles each
@@ -59,7 +59,7 @@ func NewSchedule(n int, phases []Phase) (*Schedule, error) {
 	if n < 1 || n > MaxScheduleRanks {
 		return nil, fmt.Errorf("mplite: schedule for %d ranks (want 1 to %d)", n, MaxScheduleRanks)
 	}
-	s := &Schedule{n: n, phases: make([]Phase, len(phases)), byRank: make([][]schedOp, n)}
+	s := &Schedule{n: n, phases: make([]Phase, len(phases)), byRank: make([][]Op, n)}
 	seen := make(map[[2]int]int)
 	for k, p := range phases {
 		if len(p) == 0 {
@@ -79,8 +79,8 @@ func NewSchedule(n int, phases []Phase) (*Schedule, error) {
 				return nil, fmt.Errorf("mplite: schedule phase %d: message %d→%d already sent in phase %d", k, m.Src, m.Dst, prev)
 			}
 			seen[key] = k
-			s.byRank[m.Src] = append(s.byRank[m.Src], schedOp{phase: k, peer: m.Dst, size: m.Size, send: true})
-			s.byRank[m.Dst] = append(s.byRank[m.Dst], schedOp{phase: k, peer: m.Src, size: m.Size})
+			s.byRank[m.Src] = append(s.byRank[m.Src], Op{Phase: k, Peer: m.Dst, Size: m.Size, Send: true})
+			s.byRank[m.Dst] = append(s.byRank[m.Dst], Op{Phase: k, Peer: m.Src, Size: m.Size})
 		}
 		s.phases[k] = append(Phase(nil), p...)
 	}
@@ -125,6 +125,17 @@ func CompileSchedule(n int, pattern []Msg, scheduler string, threshold int) (*Sc
 
 // Ranks is the number of ranks the schedule is for.
 func (s *Schedule) Ranks() int { return s.n }
+
+// Ops returns rank's part of the schedule: one Op per message it sends
+// or receives, in phase order (nil for a rank outside the schedule). The
+// slice is the schedule's own, shared with every caller: it must not be
+// modified.
+func (s *Schedule) Ops(rank int) []Op {
+	if rank < 0 || rank >= s.n {
+		return nil
+	}
+	return s.byRank[rank][:len(s.byRank[rank]):len(s.byRank[rank])]
+}
 
 // Phases returns a copy of the schedule's phases.
 func (s *Schedule) Phases() []Phase {
@@ -285,162 +296,4 @@ func trunc(s string) string {
 		return s[:40] + "…"
 	}
 	return s
-}
-
-// Tags of the scheduled Alltoallv on the collective context.
-const (
-	tagSchedData  = 2000
-	tagSchedReady = 2001
-)
-
-// AlltoallvPattern is Alltoallv (same buffers and counts) at CC-MPI's
-// Level 2: pattern, the whole communication pattern, which every member
-// holds locally and passes identically, is scheduled on each member with
-// the communicator's scheduler (SetScheduler) and phased threshold, with no
-// exchange of counts, and run as AlltoallvSchedule does. Scheduling costs
-// time on every call: for a pattern used more than once, CompileSchedule
-// it once and call AlltoallvSchedule.
-func (c *Comm) AlltoallvPattern(pattern []Msg, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	s, err := CompileSchedule(c.csize, pattern, c.scheduler(), c.phasedThreshold())
-	if err != nil {
-		return c.collErr(collAlltoallv, err)
-	}
-	return c.AlltoallvSchedule(s, send, scounts, sdispls, recv, rcounts, rdispls)
-}
-
-// AlltoallvSchedule is Alltoallv (same buffers and counts) run phase by
-// phase by a precomputed schedule (CC-MPI's data_trans2; Level 3 when s
-// was loaded with ReadSchedule). Every member must pass the same schedule,
-// for the communicator's size; the schedule's messages must be exactly the
-// non-empty counts (a message of the schedule from i to j has scounts[j]
-// bytes on i and rcounts[i] on j), which each member checks for its own
-// part before sending anything.
-//
-// Synchronisation: instead of a barrier between phases (log2 n rounds in
-// sequence on every member, about 1 ms each in CC-MPI), each receiver, once
-// it has finished its earlier phases and posted its receive of phase k,
-// sends the phase's sender a zero-byte "ready" message, and the sender
-// starts the data only when it has it. So a member's link to the switch
-// carries at most its one phase-k message in each direction: its own
-// earlier sends and receives are complete (it waited for them), and the
-// member it sends to has finished receiving its earlier phases. That is
-// the contention-freedom a barrier gives, for one small message per
-// message and no log n rounds, and members whose phases do not depend on
-// each other are not held back. Phases with several messages per member
-// (the scheduler's last phase of small messages) send them all at once.
-func (c *Comm) AlltoallvSchedule(s *Schedule, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	if err := c.enter(collAlltoallv); err != nil {
-		return err
-	}
-	defer c.leave()
-	return c.collErr(collAlltoallv, c.alltoallvSchedule(s, send, scounts, sdispls, recv, rcounts, rdispls))
-}
-
-func (c *Comm) alltoallvSchedule(s *Schedule, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	n, me := c.csize, c.crank
-	if s == nil {
-		return errors.New("nil schedule")
-	}
-	if s.n != n {
-		return fmt.Errorf("schedule for %d ranks on a communicator of %d", s.n, n)
-	}
-	if err := checkLayout(scounts, sdispls, len(send), n); err != nil {
-		return fmt.Errorf("send: %w", err)
-	}
-	if err := checkLayout(rcounts, rdispls, len(recv), n); err != nil {
-		return fmt.Errorf("receive: %w", err)
-	}
-	ops := s.byRank[me]
-	if err := checkOps(ops, me, scounts, rcounts); err != nil {
-		return err
-	}
-	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
-		return err
-	}
-	data, ready := c.newXfer(), c.newXfer()
-	for i := 0; i < len(ops); {
-		j := i
-		for j < len(ops) && ops[j].phase == ops[i].phase {
-			j++
-		}
-		if err := c.runSchedPhase(ops[i:j], data, ready, send, sdispls, recv, rdispls); err != nil {
-			return fmt.Errorf("phase %d: %w", ops[i].phase, err)
-		}
-		i = j
-	}
-	return nil
-}
-
-// checkOps checks a member's part of a schedule against its counts: each
-// of its messages has the counted size and every non-empty count (other
-// than its own) has a message. Pairs are unique in a Schedule, so equal
-// numbers mean the same set.
-func checkOps(ops []schedOp, me int, scounts, rcounts []int) error {
-	nS, nR := 0, 0
-	for j := range scounts {
-		if j != me && scounts[j] > 0 {
-			nS++
-		}
-		if j != me && rcounts[j] > 0 {
-			nR++
-		}
-	}
-	for _, o := range ops {
-		counts, dir := rcounts, "receive from"
-		if o.send {
-			counts, dir = scounts, "send to"
-		}
-		if counts[o.peer] != o.size {
-			return fmt.Errorf("the schedule says %s rank %d %d bytes, the counts say %d", dir, o.peer, o.size, counts[o.peer])
-		}
-		if o.size > 0 && o.send {
-			nS--
-		} else if o.size > 0 {
-			nR--
-		}
-	}
-	if nS != 0 || nR != 0 {
-		return fmt.Errorf("the counts have %d sends and %d receives that the schedule does not", max(nS, 0), max(nR, 0))
-	}
-	return nil
-}
-
-// runSchedPhase runs one member's part of one phase: post its receives and
-// tell their senders it is ready, wait until each of its destinations is
-// ready, send, and wait for everything.
-func (c *Comm) runSchedPhase(ops []schedOp, data, ready *xfer, send []byte, sdispls []int, recv []byte, rdispls []int) error {
-	fail := func(err error) error {
-		_ = ready.wait()
-		_ = data.wait()
-		return err
-	}
-	for _, o := range ops {
-		if o.send || o.size == 0 {
-			continue
-		}
-		if err := data.recv(recv[rdispls[o.peer]:rdispls[o.peer]+o.size], o.peer, tagSchedData); err != nil {
-			return fail(err)
-		}
-		if err := ready.send(nil, o.peer, tagSchedReady); err != nil {
-			return fail(err)
-		}
-	}
-	for _, o := range ops {
-		if o.send && o.size > 0 {
-			if err := ready.recv(nil, o.peer, tagSchedReady); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	if err := ready.wait(); err != nil {
-		return fail(err)
-	}
-	for _, o := range ops {
-		if o.send && o.size > 0 {
-			if err := data.send(send[sdispls[o.peer]:sdispls[o.peer]+o.size], o.peer, tagSchedData); err != nil {
-				return fail(err)
-			}
-		}
-	}
-	return data.wait()
 }

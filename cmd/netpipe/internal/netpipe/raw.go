@@ -17,9 +17,10 @@ import (
 // RawModule is the "raw" module: messages go straight onto the drivers as
 // bare frames, large ones as frame trains striped over the links. It has
 // no retransmission and no checksum, only credit-based flow control so a
-// train cannot overrun the receiver's queue. A lost frame fails the run
-// after Endpoint.Timeout; a corrupted one goes unnoticed unless the run
-// checks integrity.
+// train cannot overrun the receiver's queue. A lost frame fails the
+// operation after Endpoint.Timeout with an error wrapping ErrLost; its
+// connections are Resyncers, so Run then re-runs the point. A corrupted
+// frame goes unnoticed unless the run checks integrity.
 type RawModule struct{}
 
 // Name implements Module.
@@ -97,6 +98,18 @@ type rawConn struct {
 	stash     []stashed
 	spare     [][]byte
 	stashCap  int
+
+	// resynchronization after lost frames (Resync)
+	epoch      uint32 // current reset epoch; the transmitter leads it
+	resyncing  bool   // inside Resync: data frames are dropped, no credit sent
+	ackGot     bool   // transmitter: the receiver acknowledged epoch
+	peerSeq    uint32 // transmitter: the receiver's frames sent, from its ack
+	peerMsg    uint32 // transmitter: the receiver's messages sent, from its ack
+	ackSeq     uint32 // receiver: its counters when it applied epoch, re-sent
+	ackMsg     uint32 //   with every duplicate reset
+	peerLost   bool   // transmitter: the receiver asked for a reset
+	wasReset   bool   // receiver: a reset was applied that Resync has not seen
+	staleFloor uint32 // first message after the last reset
 
 	// handshake
 	acks   []bool
@@ -323,6 +336,7 @@ func (c *rawConn) exchange(ctx context.Context, out, in []byte, doSend, doRecv b
 			return err
 		}
 	}
+	epoch0 := c.epoch
 	start := time.Now()
 	last := start // last progress
 	for {
@@ -340,6 +354,9 @@ func (c *rawConn) exchange(ctx context.Context, out, in []byte, doSend, doRecv b
 		}
 		if k > 0 {
 			progressed = true
+		}
+		if err := c.resetErr(epoch0); err != nil {
+			return err
 		}
 		if !c.sending && !c.receiving {
 			return nil
@@ -383,11 +400,14 @@ func (c *rawConn) stalled(idle time.Duration) error {
 		st.RxForeign += s.RxForeign
 	}
 	if c.receiving {
-		return fmt.Errorf("raw: receive message %d (%d bytes): %d of %d frames after %v without progress: frames were lost, and raw frames have no retransmission (devices dropped %d, refused %d; %d malformed frames)",
-			c.rxMsg, len(c.in), c.inGot, c.inFrags, idle.Round(time.Millisecond), st.RxDropped, st.RxForeign, c.badRx)
+		return fmt.Errorf("raw: receive message %d (%d bytes): %d of %d frames after %v without progress: %w, and raw frames have no retransmission (devices dropped %d, refused %d; %d malformed frames)",
+			c.rxMsg, len(c.in), c.inGot, c.inFrags, idle.Round(time.Millisecond), ErrLost, st.RxDropped, st.RxForeign, c.badRx)
 	}
-	return fmt.Errorf("raw: send message %d (%d bytes): no credit from the %s for %v (%d frames in flight, window %d): credit frames were lost or the peer stopped",
-		c.txMsg, len(c.out), c.peerName(), idle.Round(time.Millisecond), c.txSeq-c.acked, c.window)
+	if c.sending {
+		return fmt.Errorf("raw: send message %d (%d bytes): no credit from the %s for %v (%d frames in flight, window %d): credit %w or the peer stopped",
+			c.txMsg, len(c.out), c.peerName(), idle.Round(time.Millisecond), c.txSeq-c.acked, c.window, ErrLost)
+	}
+	return fmt.Errorf("raw: no progress for %v: %w", idle.Round(time.Millisecond), ErrLost)
 }
 
 // block waits until a device may have frames, or until deadline.
@@ -515,7 +535,7 @@ func (c *rawConn) poll() (int, error) {
 			progress += p
 		}
 	}
-	if c.consumed()-c.credited >= c.creditAt {
+	if !c.resyncing && c.consumed()-c.credited >= c.creditAt {
 		if err := c.credit(); err != nil {
 			return progress, err
 		}
@@ -555,6 +575,10 @@ func (c *rawConn) frame(link, i int) (int, error) {
 	}
 	switch f[nic.OffKind] {
 	case kindData:
+		if c.resyncing {
+			c.stale++ // sent before the reset; Resync sets the counters
+			return 0, nil
+		}
 		c.drained++
 		h, err := parseData(f)
 		if err != nil {
@@ -585,8 +609,16 @@ func (c *rawConn) frame(link, i int) (int, error) {
 			return 1, nil
 		default:
 			c.stale++
+			if int32(h.msgSeq-c.staleFloor) < 0 {
+				c.drained-- // sent before the last reset, which counted it
+			}
 			return 0, nil
 		}
+	case kindReset, kindResetAck, kindResetReq:
+		if len(f) < rawOffFrameSeq+12 {
+			return 0, c.malformed(link, fmt.Errorf("%w: %d-byte reset", errMalformed, len(f)))
+		}
+		return c.resetFrame(f)
 	case kindCredit:
 		if len(f) < rawOffFrameSeq+4 {
 			return 0, c.malformed(link, fmt.Errorf("%w: %d-byte credit", errMalformed, len(f)))
@@ -630,6 +662,144 @@ func (c *rawConn) frame(link, i int) (int, error) {
 		return 0, nil
 	default:
 		return 0, c.malformed(link, fmt.Errorf("%w: kind %#x", errMalformed, f[nic.OffKind]))
+	}
+}
+
+// resetErr reports, once, that the peer has started a resynchronization:
+// the operation in progress is abandoned and the caller must Resync.
+func (c *rawConn) resetErr(epoch0 uint32) error {
+	switch {
+	case c.role == Transmitter && c.peerLost:
+		return fmt.Errorf("raw: the receiver asked for a reset: %w", ErrLost)
+	case c.role == Receiver && c.epoch != epoch0:
+		return fmt.Errorf("raw: the transmitter reset the connection: %w", ErrLost)
+	}
+	return nil
+}
+
+// resetFrame handles the three frames of Resync.
+func (c *rawConn) resetFrame(f []byte) (int, error) {
+	epoch := binary.BigEndian.Uint32(f[rawOffFrameSeq:])
+	seq := binary.BigEndian.Uint32(f[rawOffFrameSeq+4:])
+	msg := binary.BigEndian.Uint32(f[rawOffFrameSeq+8:])
+	switch kind := f[nic.OffKind]; {
+	case kind == kindResetReq && c.role == Transmitter:
+		// Requests for an epoch already left behind are stale.
+		if epoch == c.epoch && !c.resyncing {
+			c.peerLost = true
+			return 1, nil
+		}
+	case kind == kindResetAck && c.role == Transmitter:
+		if c.resyncing && epoch == c.epoch && !c.ackGot {
+			c.ackGot, c.peerSeq, c.peerMsg = true, seq, msg
+			return 1, nil
+		}
+	case kind == kindReset && c.role == Receiver:
+		if d := int32(epoch - c.epoch); d > 0 {
+			c.epoch = epoch
+			c.restart(seq, msg)
+			c.ackSeq, c.ackMsg = c.txSeq, c.txMsg
+			c.wasReset = true
+		} else if d < 0 {
+			return 0, nil
+		}
+		// Acknowledge every copy: the first acknowledgement may be lost.
+		return 1, c.sendReset(kindResetAck, c.epoch, c.ackSeq, c.ackMsg)
+	}
+	return 0, nil
+}
+
+// restart forgets every message in flight both ways: the peer has sent
+// peerSeq frames and peerMsg messages, and this end's next message takes a
+// fresh number, so no frame of an abandoned one can land in it.
+func (c *rawConn) restart(peerSeq, peerMsg uint32) {
+	c.sending, c.receiving = false, false
+	c.txMsg++
+	c.acked = c.txSeq
+	c.rxMsg, c.staleFloor = peerMsg, peerMsg
+	for _, s := range c.stash {
+		c.spare = append(c.spare, s.buf)
+	}
+	clear(c.stash)
+	c.stash = c.stash[:0]
+	c.drained, c.credited = peerSeq, peerSeq
+}
+
+func (c *rawConn) sendReset(kind uint8, epoch, seq, msg uint32) error {
+	f := c.ctlBuf
+	clear(f)
+	c.prefix(f, 0, kind)
+	binary.BigEndian.PutUint32(f[rawOffFrameSeq:], epoch)
+	binary.BigEndian.PutUint32(f[rawOffFrameSeq+4:], seq)
+	binary.BigEndian.PutUint32(f[rawOffFrameSeq+8:], msg)
+	c.ctlBatch[0] = f
+	if _, err := c.devs[0].Send(c.ctlBatch); err != nil {
+		return fmt.Errorf("raw: link 0: send reset frame: %w", err)
+	}
+	return nil
+}
+
+// Resync implements Resyncer. After an operation failed with ErrLost on
+// either end, both ends call it: the transmitter starts a new epoch and
+// repeats a reset frame until the receiver acknowledges it; the receiver
+// asks for one (if the transmitter has not noticed the loss yet) and waits
+// for it. Both then drop whatever was in flight and go on with fresh
+// message numbers.
+func (c *rawConn) Resync(ctx context.Context) error {
+	if c.closed.Load() {
+		return fmt.Errorf("raw: resync: %w", net.ErrClosed)
+	}
+	c.resyncing = true
+	defer func() { c.resyncing = false }()
+	if c.role == Transmitter {
+		c.epoch++
+		c.peerLost, c.ackGot = false, false
+		c.restart(c.drained, c.rxMsg) // provisional; the ack sets them
+	}
+	limit := time.Now().Add(6 * c.timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(limit) {
+		limit = dl
+	}
+	var last time.Time
+	for {
+		if c.role == Transmitter && c.ackGot {
+			c.restart(c.peerSeq, c.peerMsg)
+			c.txMsg-- // restart above already took a fresh number
+			return nil
+		}
+		if c.role == Receiver && c.wasReset {
+			c.wasReset = false
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("raw: resync: %w", err)
+		}
+		if c.closed.Load() {
+			return fmt.Errorf("raw: resync: %w", net.ErrClosed)
+		}
+		now := time.Now()
+		if now.After(limit) {
+			return fmt.Errorf("raw: resync: no answer from the %s within %v", c.peerName(), 6*c.timeout)
+		}
+		if now.Sub(last) >= helloEvery {
+			kind := kindReset
+			if c.role == Receiver {
+				kind = kindResetReq
+			}
+			if err := c.sendReset(uint8(kind), c.epoch, c.txSeq, c.txMsg); err != nil {
+				return err
+			}
+			last = now
+		}
+		if _, err := c.poll(); err != nil {
+			return fmt.Errorf("raw: resync: %w", err)
+		}
+		if c.role == Transmitter && c.ackGot || c.role == Receiver && c.wasReset {
+			continue
+		}
+		if err := c.block(now.Add(helloEvery / 2)); err != nil {
+			return fmt.Errorf("raw: resync: %w", err)
+		}
 	}
 }
 

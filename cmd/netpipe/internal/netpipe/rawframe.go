@@ -17,6 +17,10 @@ import (
 //	credit 22 u32 data frames the receiver has taken off its devices
 //	hello  22 u32 nonce | 26 u16 link index | 28 u16 links
 //	ack    as hello, echoing the nonce
+//	reset, reset ack
+//	       22 u32 epoch | 26 u32 frames sent | 30 u32 messages sent
+//	reset request
+//	       22 u32 the receiver's current epoch
 //
 // There is no checksum: raw frames are bare, so a corrupted payload is
 // caught only by the integrity mode.
@@ -25,6 +29,9 @@ const (
 	kindCredit   = 0x42
 	kindHello    = 0x43
 	kindHelloAck = 0x44
+	kindReset    = 0x45 // transmitter: drop everything in flight (Resync)
+	kindResetAck = 0x46 // receiver: done, and here are my counters
+	kindResetReq = 0x47 // receiver: I lost frames, please reset
 
 	rawOffFrameSeq = nic.PrefixLen
 	rawOffMsgSeq   = rawOffFrameSeq + 4

@@ -41,7 +41,7 @@ func AppendStderrLine(b []byte, p Point) []byte {
 }
 
 // ErrNPOut reports an np.out line that does not have NetPIPE 3's layout.
-var ErrNPOut = errors.New("netpipe: not an np.out line (want: bytes Mbps seconds)")
+var ErrNPOut = errors.New("not an np.out line (want: bytes Mbps seconds)")
 
 // ParseNPOutLine parses one np.out line: three whitespace-separated columns,
 // an integer byte count, the throughput in Mbps and the time in seconds.

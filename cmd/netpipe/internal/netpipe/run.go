@@ -32,23 +32,44 @@ type Config struct {
 	StopTime time.Duration
 	// Repeats, if positive, replaces the calibrated repeat count (NetPIPE -n).
 	Repeats int
+	// Retries bounds how often one point (or the latency estimate) is
+	// re-run after frames were lost, on a Conn that is a Resyncer; zero
+	// means DefaultRetries, negative none. Both ends must allow retries.
+	Retries int
 	// BeforePoint and AfterPoint, if set, observe the transmitter's progress.
 	BeforePoint func(n, bytes, repeats int)
 	AfterPoint  func(Point)
+	// OnRetry, if set, is told on the transmitter of every re-run: the
+	// point (-1 for the latency estimate), its size and the error that
+	// caused it.
+	OnRetry func(n, bytes int, err error)
+}
+
+// DefaultRetries is Config.Retries' default.
+const DefaultRetries = 5
+
+func (c *Config) retries() int {
+	switch {
+	case c.Retries < 0:
+		return 0
+	case c.Retries == 0:
+		return DefaultRetries
+	}
+	return c.Retries
 }
 
 func (c *Config) check() error {
 	if c.Start < 1 {
-		return fmt.Errorf("netpipe: start %d: need a starting value >= 1", c.Start)
+		return fmt.Errorf("start %d: need a starting value >= 1", c.Start)
 	}
 	if c.Start > c.End {
-		return fmt.Errorf("netpipe: start %d must not exceed end %d", c.Start, c.End)
+		return fmt.Errorf("start %d must not exceed end %d", c.Start, c.End)
 	}
 	if c.End > maxMessage {
-		return fmt.Errorf("netpipe: end %d exceeds the %d-byte message limit", c.End, maxMessage)
+		return fmt.Errorf("end %d exceeds the %d-byte message limit", c.End, maxMessage)
 	}
 	if c.Stream && c.Bidir {
-		return errors.New("netpipe: streaming and bidirectional modes exclude each other")
+		return errors.New("streaming and bidirectional modes exclude each other")
 	}
 	if c.Pert < 0 {
 		c.Pert = 0
@@ -92,7 +113,7 @@ type Control struct {
 }
 
 // ErrControl reports a control message that is not one.
-var ErrControl = errors.New("netpipe: bad control message")
+var ErrControl = errors.New("bad control message")
 
 // PutControl encodes c into b, which must be ctlLen (16) bytes.
 func PutControl(b []byte, c Control) {
@@ -130,21 +151,54 @@ type runner struct {
 	sbuf      []byte
 	rbuf      []byte
 	pat       pattern
+	tx        bool
 	txCount   uint32 // data messages sent, the integrity pattern's seed
 	rxCount   uint32 // data messages received
+}
+
+// recover decides whether err, from attempt number attempt (from 0) of a
+// step of n bytes, is worth re-running: it is when frames were lost, the
+// Conn can resynchronize and retries are left. It then resynchronizes
+// both ends and returns nil; otherwise it returns err.
+func (r *runner) recover(ctx context.Context, err error, attempt, n, bytes int) error {
+	rs, ok := r.conn.(Resyncer)
+	if !ok || !errors.Is(err, ErrLost) || ctx.Err() != nil {
+		return err
+	}
+	limit := r.cfg.retries()
+	if !r.tx && limit > 0 {
+		// The receiver may see one loss twice (in a step and then in the
+		// next control message); the transmitter's count rules.
+		limit = 2*limit + 1
+	}
+	if attempt >= limit {
+		if attempt == 0 {
+			return err
+		}
+		return fmt.Errorf("%w (after %d re-runs)", err, attempt)
+	}
+	if r.tx && r.cfg.OnRetry != nil {
+		r.cfg.OnRetry(n, bytes, err)
+	}
+	if rerr := rs.Resync(ctx); rerr != nil {
+		return fmt.Errorf("%w; then: %w", err, rerr)
+	}
+	// Both ends dropped the same messages: the integrity patterns restart.
+	r.txCount, r.rxCount = 0, 0
+	return nil
 }
 
 func (r *runner) sendCtl(ctx context.Context, c Control) error {
 	PutControl(r.ctl, c)
 	if err := r.conn.Send(ctx, r.ctl); err != nil {
-		return fmt.Errorf("netpipe: send control %d: %w", c.Op, err)
+		return fmt.Errorf("send control %d: %w", c.Op, err)
 	}
 	return nil
 }
 
 func (r *runner) recvCtl(ctx context.Context, want uint8) (Control, error) {
 	if err := r.conn.Recv(ctx, r.ctlr); err != nil {
-		return Control{}, fmt.Errorf("netpipe: receive control %d: %w", want, err)
+		return Control{}, fmt.Errorf("receive control %d: %w", want, err)
 	}
 	c, err := ParseControl(r.ctlr)
 	if err != nil {
@@ -246,7 +300,7 @@ func (e *IntegrityError) Error() string {
 // points; the receiver follows the transmitter's schedule and mode and
 // returns nil points. Both ends must call Run, each with its own Conn.
 func Run(ctx context.Context, conn Conn, role Role, cfg Config) ([]Point, error) {
-	r := &runner{conn: conn, cfg: cfg, ctl: make([]byte, ctlLen), ctlr: make([]byte, ctlLen)}
+	r := &runner{conn: conn, cfg: cfg, tx: role == Transmitter, ctl: make([]byte, ctlLen), ctlr: make([]byte, ctlLen)}
 	if role == Receiver {
 		return nil, r.receive(ctx)
 	}
@@ -292,20 +346,17 @@ func (r *runner) transmit(ctx context.Context) ([]Point, error) {
 
 	// Estimate the first point's time with ping-pongs, as netpipe.c does
 	// even for streaming and bidirectional runs.
-	r.size(cfg.Start)
-	if err := r.sendCtl(ctx, Control{Op: opLatency, A: uint32(cfg.Start), B: LatencyRepeats}); err != nil {
-		return nil, err
-	}
-	t0 := time.Now()
-	for range LatencyRepeats {
-		if err := r.send(ctx); err != nil {
-			return nil, fmt.Errorf("netpipe: latency estimate: %w", err)
+	var tlast float64
+	for attempt := 0; ; attempt++ {
+		t, err := r.latency(ctx)
+		if err == nil {
+			tlast = t
+			break
 		}
-		if err := r.recv(ctx); err != nil {
-			return nil, fmt.Errorf("netpipe: latency estimate: %w", err)
+		if err := r.recover(ctx, err, attempt, -1, cfg.Start); err != nil {
+			return nil, fmt.Errorf("latency estimate: %w", err)
 		}
 	}
-	tlast := time.Since(t0).Seconds() / (2 * LatencyRepeats)
 	prev := cfg.Start
 
 	var pts []Point
@@ -324,9 +375,21 @@ func (r *runner) transmit(ctx context.Context) ([]Point, error) {
 		if cfg.BeforePoint != nil {
 			cfg.BeforePoint(n, size, nrepeat)
 		}
-		t, err := r.point(ctx, size, nrepeat, trials)
-		if err != nil {
-			return pts, fmt.Errorf("netpipe: point %d (%d bytes): %w", n, size, err)
+		var t float64
+		for attempt := 0; ; attempt++ {
+			var err error
+			t, err = r.point(ctx, size, nrepeat, trials)
+			if err == nil {
+				break
+			}
+			if err := r.recover(ctx, err, attempt, n, size); err != nil {
+				return pts, fmt.Errorf("point %d (%d bytes): %w", n, size, err)
+			}
+			if cfg.Repeats <= 0 {
+				// Shorter trials are likelier to get through where
+				// frames keep getting lost.
+				nrepeat = max(trials, nrepeat/2)
+			}
 		}
 		if t == 0 {
 			t = 0.000001 // as netpipe.c: a zero time would make infinite Mbps
@@ -342,6 +405,24 @@ func (r *runner) transmit(ctx context.Context) ([]Point, error) {
 		return pts, err
 	}
 	return pts, nil
+}
+
+// latency runs the first point's estimate and returns the one-way time.
+func (r *runner) latency(ctx context.Context) (float64, error) {
+	r.size(r.cfg.Start)
+	if err := r.sendCtl(ctx, Control{Op: opLatency, A: uint32(r.cfg.Start), B: LatencyRepeats}); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	for range LatencyRepeats {
+		if err := r.send(ctx); err != nil {
+			return 0, err
+		}
+		if err := r.recv(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(t0).Seconds() / (2 * LatencyRepeats), nil
 }
 
 // point runs one data point on the transmitter and returns its time.
@@ -408,38 +489,59 @@ func (r *runner) receive(ctx context.Context) error {
 	if err := r.sendCtl(ctx, Control{Op: opHello}); err != nil {
 		return err
 	}
+	// The receiver follows: after lost frames it resynchronizes and waits
+	// for the transmitter to say again what to run. Its re-runs are
+	// counted per step (control message) as on the transmitter.
+	attempt, size := 0, 0
 	for {
 		c, err := r.recvCtl(ctx, 0)
-		if err != nil {
+		if err == nil {
+			size = int(c.A)
+			err = r.step(ctx, c, trials)
+		}
+		if err == nil {
+			if c.Op == opDone {
+				return nil
+			}
+			attempt = 0
+			continue
+		}
+		if err := r.recover(ctx, err, attempt, -1, size); err != nil {
 			return err
 		}
-		switch c.Op {
-		case opDone:
-			return nil
-		case opLatency:
-			if c.A < 1 || c.A > maxMessage {
-				return fmt.Errorf("%w: size %d", ErrControl, c.A)
-			}
-			r.size(int(c.A))
-			for range c.B {
-				if err := r.recv(ctx); err != nil {
-					return fmt.Errorf("netpipe: latency estimate: %w", err)
-				}
-				if err := r.send(ctx); err != nil {
-					return fmt.Errorf("netpipe: latency estimate: %w", err)
-				}
-			}
-		case opPoint:
-			if c.A < 1 || c.A > maxMessage+1024 || c.B < 1 {
-				return fmt.Errorf("%w: point of %d bytes, %d repeats", ErrControl, c.A, c.B)
-			}
-			if err := r.recvPoint(ctx, int(c.A), int(c.B), trials); err != nil {
-				return fmt.Errorf("netpipe: point of %d bytes: %w", c.A, err)
-			}
-		default:
-			return fmt.Errorf("%w: unexpected op %d", ErrControl, c.Op)
-		}
+		attempt++
 	}
+}
+
+// step runs one control message's work on the receiver.
+func (r *runner) step(ctx context.Context, c Control, trials int) error {
+	switch c.Op {
+	case opDone:
+		return nil
+	case opLatency:
+		if c.A < 1 || c.A > maxMessage {
+			return fmt.Errorf("%w: size %d", ErrControl, c.A)
+		}
+		r.size(int(c.A))
+		for range c.B {
+			if err := r.recv(ctx); err != nil {
+				return fmt.Errorf("latency estimate: %w", err)
+			}
+			if err := r.send(ctx); err != nil {
+				return fmt.Errorf("latency estimate: %w", err)
+			}
+		}
+		return nil
+	case opPoint:
+		if c.A < 1 || c.A > maxMessage+1024 || c.B < 1 {
+			return fmt.Errorf("%w: point of %d bytes, %d repeats", ErrControl, c.A, c.B)
+		}
+		if err := r.recvPoint(ctx, int(c.A), int(c.B), trials); err != nil {
+			return fmt.Errorf("point of %d bytes: %w", c.A, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: unexpected op %d", ErrControl, c.Op)
 }
 
 func (r *runner) recvPoint(ctx context.Context, size, nrepeat, trials int) error {

@@ -1,15 +1,22 @@
-package mplite
+// Package cc is CC-MPI's scheduling of many-to-many communication
+// (Karwande, Yuan and Lowenthal, "CC-MPI: A Compiled Communication Capable
+// MPI Prototype for Ethernet Switched Clusters", 2003), with no
+// communication of its own: package mplite runs what it computes.
+//
+// A pattern is a set of messages (Msg). GreedySchedule and
+// AllToAllSchedule cut it into phases (Phase) in which no rank sends twice
+// and no rank receives twice, so that on a switch no link carries two
+// messages at once; CheckSchedule checks such a cut. A Schedule is a
+// checked cut for n ranks, compiled per rank (CompileSchedule from a
+// pattern, NewSchedule from phases), that WriteSchedule and ReadSchedule
+// store in a small text format: CC-MPI's Levels 2 and 3, which
+// mplite.Comm.AlltoallvPattern and mplite.Comm.AlltoallvSchedule run.
+package cc
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 )
-
-// CC-MPI's phased communication (Karwande, Yuan, Lowenthal): a many-to-many
-// pattern is cut into phases in which no rank sends twice and no rank
-// receives twice, so that on a switch no link carries two messages at once;
-// a barrier separates the phases.
 
 // Msg is one message of a communication pattern: Size bytes from rank Src
 // to rank Dst.
@@ -18,7 +25,7 @@ type Msg struct{ Src, Dst, Size int }
 // Phase is a set of messages sent at the same time.
 type Phase []Msg
 
-// Scheduler names for SetScheduler.
+// Scheduler names for CompileSchedule and mplite.Comm.SetScheduler.
 const (
 	// SchedAllToAll is CC-MPI's all-to-all-based scheduler (its Fig. 4):
 	// each phase starts from the all-to-all phase holding the largest
@@ -170,9 +177,9 @@ func CheckSchedule(msgs []Msg, phases []Phase) error {
 	return nil
 }
 
-// allToAllPhases is the all-to-all pattern's n-1 phases: phase i-1 is
+// AllToAllPhases returns the all-to-all pattern's n-1 phases: phase i-1 is
 // {j → j+i mod n}.
-func allToAllPhases(n int) []Phase {
+func AllToAllPhases(n int) []Phase {
 	phases := make([]Phase, 0, n-1)
 	for i := 1; i < n; i++ {
 		p := make(Phase, n)
@@ -182,86 +189,4 @@ func allToAllPhases(n int) []Phase {
 		phases = append(phases, p)
 	}
 	return phases
-}
-
-// runPhases moves the blocks of a (v) all-to-all phase by phase, with a
-// barrier between phases. Self-messages are copied first.
-func (c *Comm) runPhases(phases []Phase, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	me := c.crank
-	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
-		return err
-	}
-	x := c.newXfer()
-	for k, p := range phases {
-		if k > 0 {
-			if err := c.barrierColl(); err != nil {
-				return err
-			}
-		}
-		for _, m := range p {
-			if m.Dst == me {
-				if err := x.recv(recv[rdispls[m.Src]:rdispls[m.Src]+rcounts[m.Src]], m.Src, 1000); err != nil {
-					_ = x.wait()
-					return err
-				}
-			}
-		}
-		for _, m := range p {
-			if m.Src == me {
-				if err := x.send(send[sdispls[m.Dst]:sdispls[m.Dst]+scounts[m.Dst]], m.Dst, 1000); err != nil {
-					_ = x.wait()
-					return err
-				}
-			}
-		}
-		if err := x.wait(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// alltoallvPhased is CC-MPI's Level 1: the pattern is gathered at run
-// time, then scheduled the same way on every member. Empty messages are
-// not sent.
-func (c *Comm) alltoallvPhased(send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	n := c.csize
-	mine := make([]byte, 8*n)
-	for j, k := range scounts {
-		binary.LittleEndian.PutUint64(mine[8*j:], uint64(k))
-	}
-	all := make([]byte, 8*n*n)
-	if err := c.allgatherBytes(mine, all, c.pickAlgo(collAllgather, 8*n, true)); err != nil {
-		return fmt.Errorf("exchange counts: %w", err)
-	}
-	msgs := make([]Msg, 0, n*n)
-	for i := range n {
-		for j := range n {
-			if k := int(binary.LittleEndian.Uint64(all[8*(i*n+j):])); k > 0 && i != j {
-				msgs = append(msgs, Msg{Src: i, Dst: j, Size: k})
-			}
-		}
-	}
-	if k := int(binary.LittleEndian.Uint64(all[8*(c.crank*n+c.crank):])); k != scounts[c.crank] {
-		return fmt.Errorf("counts changed under the exchange")
-	}
-	th := c.phasedThreshold()
-	var phases []Phase
-	if c.scheduler() == SchedGreedy {
-		phases = GreedySchedule(msgs, th)
-	} else {
-		phases = AllToAllSchedule(n, msgs, th)
-	}
-	// A member that expects bytes from a rank that sends it none would
-	// wait for ever: check what the schedule says against rcounts.
-	for i := range n {
-		if i == c.crank {
-			continue
-		}
-		got := int(binary.LittleEndian.Uint64(all[8*(i*n+c.crank):]))
-		if got != rcounts[i] {
-			return fmt.Errorf("rank %d sends %d bytes where %d are expected", i, got, rcounts[i])
-		}
-	}
-	return c.runPhases(phases, send, scounts, sdispls, recv, rcounts, rdispls)
 }

@@ -31,7 +31,7 @@ func PlotFormat(path string) (string, error) {
 	case ".png":
 		return "png", nil
 	default:
-		return "", fmt.Errorf("netpipe: plot %s: want a .svg or .png file name", path)
+		return "", fmt.Errorf("plot %s: want a .svg or .png file name", path)
 	}
 }
 
@@ -43,14 +43,14 @@ func PlotFile(path string, series []Series) error {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("netpipe: plot: %w", err)
+		return fmt.Errorf("plot: %w", err)
 	}
 	if err := WritePlot(f, format, series); err != nil {
 		f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("netpipe: plot %s: %w", path, err)
+		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	return nil
 }
@@ -60,7 +60,7 @@ func PlotFile(path string, series []Series) error {
 // against transfer time. format is "svg" or "png".
 func WritePlot(w io.Writer, format string, series []Series) error {
 	if len(series) == 0 {
-		return errors.New("netpipe: plot: no data")
+		return errors.New("plot: no data")
 	}
 	bySize := plot.New()
 	bySize.Title.Text = "Throughput against message size"
@@ -92,7 +92,7 @@ func WritePlot(w io.Writer, format string, series []Series) error {
 			ts = append(ts, plotter.XY{X: pt.Seconds, Y: pt.Mbps})
 		}
 		if len(xs) == 0 {
-			return fmt.Errorf("netpipe: plot: series %q has no plottable points", s.Name)
+			return fmt.Errorf("plot: series %q has no plottable points", s.Name)
 		}
 		for j, pair := range []struct {
 			p   *plot.Plot
@@ -100,7 +100,7 @@ func WritePlot(w io.Writer, format string, series []Series) error {
 		}{{bySize, xs}, {sig, ts}} {
 			l, pts, err := plotter.NewLinePoints(pair.xys)
 			if err != nil {
-				return fmt.Errorf("netpipe: plot %q: %w", s.Name, err)
+				return fmt.Errorf("plot %q: %w", s.Name, err)
 			}
 			l.Color = plotutil.Color(i)
 			l.Dashes = plotutil.Dashes(i)
@@ -127,14 +127,14 @@ func WritePlot(w io.Writer, format string, series []Series) error {
 		c := vgimg.New(width, height)
 		dc, writeTo = draw.New(c), vgimg.PngCanvas{Canvas: c}.WriteTo
 	default:
-		return fmt.Errorf("netpipe: plot: format %q: want svg or png", format)
+		return fmt.Errorf("plot: format %q: want svg or png", format)
 	}
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 4}
 	cs := plot.Align([][]*plot.Plot{{bySize, sig}}, tiles, dc)
 	bySize.Draw(cs[0][0])
 	sig.Draw(cs[0][1])
 	if _, err := writeTo(w); err != nil {
-		return fmt.Errorf("netpipe: plot: write %s: %w", format, err)
+		return fmt.Errorf("plot: write %s: %w", format, err)
 	}
 	return nil
 }

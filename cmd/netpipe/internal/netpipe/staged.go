@@ -176,7 +176,7 @@ func (c *staged) exchange(ctx context.Context, out, in []byte, send bool) error 
 			}
 			var err error
 			if recv, err = c.wait(ctx); err != nil {
-				return fmt.Errorf(c.name+": %w", err)
+				return err // the provider's own error ("vi: cq wait: ...")
 			}
 		}
 		if recv {

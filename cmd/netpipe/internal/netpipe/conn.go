@@ -27,6 +27,18 @@ type Conn interface {
 	Close() error
 }
 
+// ErrLost reports an operation that failed because frames were lost. A
+// Conn that also implements Resyncer can go on after it.
+var ErrLost = errors.New("frames were lost")
+
+// Resyncer is a Conn that can recover from lost frames. After an operation
+// failed with an error wrapping ErrLost on either end, both ends call
+// Resync, which returns once the two ends agree to drop every message in
+// flight; then the ends carry on with new messages.
+type Resyncer interface {
+	Resync(ctx context.Context) error
+}
+
 // Role says which end of a run an endpoint is.
 type Role int
 
@@ -112,10 +124,10 @@ type Modules map[string]Module
 func (m Modules) Lookup(name string) (Module, error) {
 	mod, ok := m[name]
 	if !ok {
-		return nil, fmt.Errorf("netpipe: unknown module %q (have %v)", name, m.Names())
+		return nil, fmt.Errorf("unknown module %q (have %v)", name, m.Names())
 	}
 	if mod == nil {
-		return nil, fmt.Errorf("netpipe: module %s is %w", name, ErrNotBuilt)
+		return nil, fmt.Errorf("module %s is %w", name, ErrNotBuilt)
 	}
 	return mod, nil
 }

@@ -75,7 +75,7 @@ func (MPLiteModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
 		mplite.WithJobKey(ep.Filter.JobKey), mplite.WithEtherType(ep.Filter.EtherType),
 		mplite.WithSpinTime(spin), mplite.WithYield(ep.Yield), mplite.WithPeerTimeout(timeout))
 	if err != nil {
-		return nil, fmt.Errorf("mplite: %w", err)
+		return nil, fmt.Errorf("new comm: %w", err)
 	}
 	// Open the connection now, so the first timed message does not.
 	errc := make(chan error, 1)
@@ -96,6 +96,7 @@ func (MPLiteModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
 
 // mpliteConn is one rank of the two. mplite's calls take no context: a
 // dead peer fails them after the peer timeout, and Close fails them at once.
+// Package mplite's errors say "mplite:"; the module adds the operation.
 type mpliteConn struct {
 	c    *mplite.Comm
 	peer int
@@ -104,7 +105,7 @@ type mpliteConn struct {
 // Send implements Conn.
 func (m *mpliteConn) Send(_ context.Context, msg []byte) error {
 	if err := m.c.Send(msg, m.peer, 0); err != nil {
-		return fmt.Errorf("mplite: %w", err)
+		return fmt.Errorf("send: %w", err)
 	}
 	return nil
 }
@@ -113,7 +114,7 @@ func (m *mpliteConn) Send(_ context.Context, msg []byte) error {
 func (m *mpliteConn) Recv(_ context.Context, msg []byte) error {
 	st, err := m.c.Recv(msg, m.peer, 0)
 	if err != nil {
-		return fmt.Errorf("mplite: %w", err)
+		return fmt.Errorf("receive: %w", err)
 	}
 	if st.Count != len(msg) {
 		return fmt.Errorf("mplite: message of %d bytes, this end expects %d", st.Count, len(msg))
@@ -131,7 +132,7 @@ func (m *mpliteConn) Exchange(ctx context.Context, out, in []byte) error {
 	}
 	st, err := m.c.Sendrecv(out, m.peer, 0, in, m.peer, 0)
 	if err != nil {
-		return fmt.Errorf("mplite: %w", err)
+		return fmt.Errorf("exchange: %w", err)
 	}
 	if st.Count != len(in) {
 		return fmt.Errorf("mplite: message of %d bytes, this end expects %d", st.Count, len(in))

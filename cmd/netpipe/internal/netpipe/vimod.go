@@ -69,13 +69,13 @@ func (c *viConn) setup(ctx context.Context, ep Endpoint, timeout time.Duration) 
 	attrs := c.p.Attributes()
 	cq, err := c.p.NewCQ(2 * attrs.QueueDepth)
 	if err != nil {
-		return fmt.Errorf("vi: %w", err)
+		return fmt.Errorf("new CQ: %w", err) // package vi's errors say "vi:"
 	}
 	c.cq = cq
 	ptag := c.p.NewPTag()
 	v, err := c.p.NewVI(vi.Attributes{Reliability: vi.ReliableDelivery, PTag: ptag, SendCQ: cq, RecvCQ: cq})
 	if err != nil {
-		return fmt.Errorf("vi: %w", err)
+		return fmt.Errorf("new VI: %w", err)
 	}
 	poll, wait := cqWaits(cq.Done, cq.Wait, func(c vi.Completion) bool { return c.Recv })
 	c.staged = staged{

@@ -206,3 +206,46 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestRawLossRerunsPoints(t *testing.T) {
+	// Lost frames make a point stall; both ends resynchronize and the
+	// point runs again, and the integrity check proves that no frame of an
+	// abandoned message lands in a later one.
+	tx, rx, _ := memPair(t, 1, memnic.PortConfig{})
+	tx.Timeout, rx.Timeout = 100*time.Millisecond, 100*time.Millisecond
+	tx.Integrity, rx.Integrity = true, true
+	tc, rc := connectPair(t, RawModule{}, tx, rx)
+	for _, d := range append(tx.Devices, rx.Devices...) {
+		d.(*memnic.Port).SetFaults(memnic.Faults{Loss: 0.002})
+	}
+	retries := 0
+	cfg := Config{Start: 1, End: 20000, Pert: 3, Repeats: 10, Integrity: true, Retries: 20,
+		OnRetry: func(n, bytes int, err error) {
+			retries++
+			if !errors.Is(err, ErrLost) {
+				t.Errorf("retry of point %d (%d bytes) for %v, want ErrLost", n, bytes, err)
+			}
+		}}
+	pts, terr, rerr := runBoth(t, tc, rc, cfg)
+	if terr != nil || rerr != nil {
+		t.Fatalf("transmitter: %v; receiver: %v", terr, rerr)
+	}
+	checkPoints(t, pts, cfg)
+	if retries == 0 {
+		t.Fatal("0.2% loss never made a point re-run")
+	}
+	t.Logf("%d re-runs", retries)
+}
+
+func TestRawLossFailsWithoutRetries(t *testing.T) {
+	tx, rx, _ := memPair(t, 1, memnic.PortConfig{})
+	tx.Timeout, rx.Timeout = 100*time.Millisecond, 100*time.Millisecond
+	tc, rc := connectPair(t, RawModule{}, tx, rx)
+	for _, d := range rx.Devices {
+		d.(*memnic.Port).SetFaults(memnic.Faults{Loss: 0.2})
+	}
+	_, terr, rerr := runBoth(t, tc, rc, Config{Start: 20000, End: 20000, Repeats: 20, Retries: -1})
+	if err := errors.Join(terr, rerr); !errors.Is(err, ErrLost) {
+		t.Fatalf("20%% loss without retries: %v, want ErrLost", err)
+	}
+}

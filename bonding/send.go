@@ -1,0 +1,419 @@
+package bonding
+
+import (
+	"fmt"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/seq"
+	"github.com/ethervia/ethervia/vi"
+)
+
+type sendState struct {
+	started, done  bool
+	rdma, consumes bool
+	noticeSent     bool
+	status         descriptors.Status
+	msn            uint32
+	total          int
+	blockLen       int
+	nblocks        int
+	blocksOut      int
+	left           int // eager: blocks; RDMA: bytes not yet completed
+	peer           *peerRegion
+	next, end      [maxRails]int
+}
+
+// peerRegion is what the peer told us about one of its bond handles.
+type peerRegion struct {
+	pending, ok bool
+	rail        [maxRails]descriptors.MemHandle
+}
+
+// acquire checks that every non-empty segment lies in a bond region of the
+// VI's tag and holds the regions until release.
+func (v *VI) acquire(d *descriptors.Descriptor) error {
+	b := v.b
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for i := range d.Segments {
+		s := &d.Segments[i]
+		if len(s.Buf) == 0 {
+			continue
+		}
+		rg := b.lookup(s.Handle)
+		if rg == nil || rg.ptag != v.attrs.PTag || !rg.r0.Contains(s.Buf) {
+			releaseSegs(b, d.Segments[:i])
+			return descriptors.ErrProtection
+		}
+		rg.inUse.Add(1)
+	}
+	return nil
+}
+
+func (v *VI) release(d *descriptors.Descriptor) {
+	v.b.mu.RLock()
+	releaseSegs(v.b, d.Segments)
+	v.b.mu.RUnlock()
+}
+
+func releaseSegs(b *Bond, segs []descriptors.Segment) {
+	for i := range segs {
+		if len(segs[i].Buf) == 0 {
+			continue
+		}
+		if rg := b.lookup(segs[i].Handle); rg != nil {
+			rg.inUse.Add(-1)
+		}
+	}
+}
+
+func (v *VI) limits() descriptors.Limits {
+	return descriptors.Limits{MaxSegments: v.maxSegs, MaxTransfer: v.maxTransfer}
+}
+
+// PostSend posts d on the send queue. Sends and RDMA writes (with or
+// without immediate data) are supported; RDMA reads are not. The VI must be
+// Connected, or in the Error state, where d completes at once as flushed.
+// Segments name bond memory handles; an RDMA write's address segment names
+// a bond handle of the peer.
+func (v *VI) PostSend(d *descriptors.Descriptor) error {
+	d.Reset()
+	if err := d.CheckFormat(v.limits(), false); err != nil {
+		d.Status = descriptors.StatusDone | descriptors.StatusFormat
+		return fmt.Errorf("bonding: post send: %w", err)
+	}
+	if d.Control.Op == descriptors.OpRDMARead {
+		d.Status = descriptors.StatusDone | descriptors.StatusFormat
+		return fmt.Errorf("bonding: post send: %w: RDMA read is not supported on a bond", descriptors.ErrFormat)
+	}
+	if err := v.acquire(d); err != nil {
+		d.Status = descriptors.StatusDone | descriptors.StatusProtection
+		return fmt.Errorf("bonding: post send: %w", err)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.state != Connected && v.state != Error {
+		v.release(d)
+		if v.state == closedVI {
+			return fmt.Errorf("bonding: post send: %w", ErrClosed)
+		}
+		return fmt.Errorf("bonding: post send: %w: %v", ErrState, v.state)
+	}
+	pos, err := v.sq.Push(d)
+	if err != nil {
+		v.release(d)
+		return fmt.Errorf("bonding: post send: %w", err)
+	}
+	v.ss[v.sq.Slot(pos)] = sendState{}
+	if v.state == Error {
+		st := &v.ss[v.sq.Slot(pos)]
+		st.started, st.done, st.status = true, true, descriptors.StatusFlushed
+		v.sqStart = v.sq.Back()
+		v.publish()
+		return nil
+	}
+	v.schedule()
+	return nil
+}
+
+// schedule posts work on the live rails, one item per rail per round, so
+// that a striped message spreads over them and a rail that completes
+// faster takes more.
+func (v *VI) schedule() {
+	if v.state != Connected {
+		return
+	}
+	for {
+		posted := false
+		for r, rl := range v.rails {
+			if !rl.live || rl.failed || rl.n == len(rl.slots) {
+				continue
+			}
+			w, ok := v.nextWork(r)
+			if !ok {
+				continue
+			}
+			if v.post(rl, w) {
+				posted = true
+			}
+		}
+		if !posted {
+			return
+		}
+	}
+}
+
+// nextWork takes the next item rail r should send: control messages and
+// re-sends first, then the oldest send with work for the rail, starting
+// sends in order as credit and peer handles allow.
+func (v *VI) nextWork(r int) (work, bool) {
+	if v.ctl.n > 0 {
+		w := v.ctl.front()
+		if w.kind == kindRDMA && w.n > v.b.opts.RDMAPiece {
+			p := work{kind: kindRDMA, pos: w.pos, off: w.off, n: v.b.opts.RDMAPiece}
+			w.off += p.n
+			w.n -= p.n
+			return p, true
+		}
+		return v.ctl.popFront(), true
+	}
+	if v.cur[r] < v.sqReap {
+		v.cur[r] = v.sqReap
+	}
+	for pos := v.cur[r]; pos < v.sq.Back(); pos++ {
+		if pos == v.sqStart && !v.start(pos) {
+			return work{}, false
+		}
+		st := &v.ss[v.sq.Slot(pos)]
+		switch {
+		case st.done:
+		case !st.rdma && st.blocksOut < st.nblocks:
+			off := st.blocksOut * st.blockLen
+			st.blocksOut++
+			return work{kind: kindData, pos: pos, off: off, n: min(st.blockLen, st.total-off)}, true
+		case st.rdma && st.next[r] < st.end[r]:
+			n := min(v.b.opts.RDMAPiece, st.end[r]-st.next[r])
+			w := work{kind: kindRDMA, pos: pos, off: st.next[r], n: n}
+			st.next[r] += n
+			return w, true
+		}
+		if pos == v.cur[r] {
+			v.cur[r]++
+		}
+	}
+	return work{}, false
+}
+
+// start begins the send at pos: it takes a message number if the send
+// consumes a receive (and the peer's credit allows), resolves an RDMA
+// write's peer handles, and cuts the send into blocks or rail segments. It
+// reports false when the send must wait.
+func (v *VI) start(pos uint64) bool {
+	d := v.sq.At(pos)
+	st := &v.ss[v.sq.Slot(pos)]
+	total := d.TotalLength()
+	rdma := d.Control.Op == descriptors.OpRDMAWrite
+	consumes := !rdma || d.Control.Immediate
+	if consumes && !seq.Less(v.sndMsn, v.peerLimit) {
+		return false
+	}
+	var pr *peerRegion
+	if rdma && total > 0 {
+		h := d.Address.Handle
+		pr = v.handles[h]
+		if pr == nil {
+			// The first write to this handle: ask for its rail handles.
+			pr = &peerRegion{pending: true}
+			v.handles[h] = pr
+			v.ctl.pushBack(work{kind: kindQuery, aux: uint32(h)})
+			v.stats.Queries++
+			return false
+		}
+		if pr.pending {
+			return false
+		}
+	}
+	*st = sendState{started: true, rdma: rdma, consumes: consumes, total: total, peer: pr}
+	v.sqStart++
+	if rdma && pr != nil && !pr.ok {
+		// The peer has no such region for us: as a refused write at
+		// reliable delivery, the descriptor reports it.
+		st.done, st.status = true, descriptors.StatusRDMAProtection
+		v.publish()
+		return true
+	}
+	if consumes {
+		st.msn = v.sndMsn
+		v.sndMsn++
+	}
+	if rdma {
+		st.left = total
+		if total == 0 {
+			if d.Control.Immediate {
+				st.noticeSent = true
+				v.ctl.pushBack(work{kind: kindNotice, pos: pos})
+			} else {
+				st.done = true
+				v.publish()
+			}
+			return true
+		}
+		v.split(st, total)
+		return true
+	}
+	// At or above the stripe threshold a message is cut into one block
+	// per live rail, or into BlockSize blocks when it is longer than that.
+	live := v.liveRails()
+	bl := min(total, v.b.opts.BlockSize)
+	if total >= v.b.opts.StripeThreshold && live > 1 {
+		bl = min(bl, (total+live-1)/live)
+	}
+	st.blockLen = bl
+	st.nblocks = 1
+	if total > 0 {
+		st.nblocks = (total + bl - 1) / bl
+	}
+	st.left = st.nblocks
+	return true
+}
+
+func (v *VI) liveRails() int {
+	n := 0
+	for _, rl := range v.rails {
+		if rl.live && !rl.failed {
+			n++
+		}
+	}
+	return n
+}
+
+// split gives each live rail one contiguous segment of an RDMA write,
+// sized in proportion to the rail's measured throughput.
+//
+// Every live rail gets at least an eighth of its equal share: a rail whose
+// estimate fell low must still carry data, or it would never be measured
+// again.
+func (v *VI) split(st *sendState, total int) {
+	var sum float64
+	live, last := 0, -1
+	for r, rl := range v.rails {
+		if rl.live && !rl.failed {
+			sum += rl.rate
+			live++
+			last = r
+		}
+	}
+	floor := sum / float64(8*max(live, 1))
+	wsum := 0.0
+	for _, rl := range v.rails {
+		if rl.live && !rl.failed {
+			wsum += max(rl.rate, floor)
+		}
+	}
+	off := 0
+	for r, rl := range v.rails {
+		if !rl.live || rl.failed {
+			continue
+		}
+		n := total - off
+		if r != last {
+			n = int(float64(total) * max(rl.rate, floor) / wsum)
+			n = min(total-off, n&^4095)
+		}
+		st.next[r], st.end[r] = off, off+n
+		off += n
+	}
+}
+
+// railSegs appends the rail-r segments of bytes [off, off+n) of d to dst.
+func (v *VI) railSegs(dst []descriptors.Segment, d *descriptors.Descriptor, r, off, n int) []descriptors.Segment {
+	b := v.b
+	b.mu.RLock()
+	for i := range d.Segments {
+		if n == 0 {
+			break
+		}
+		s := &d.Segments[i]
+		l := len(s.Buf)
+		if off >= l {
+			off -= l
+			continue
+		}
+		k := min(l-off, n)
+		var h descriptors.MemHandle
+		if rg := b.lookup(s.Handle); rg != nil {
+			h = rg.rail[r]
+		}
+		dst = append(dst, descriptors.Segment{Buf: s.Buf[off : off+k], Handle: h})
+		n -= k
+		off = 0
+	}
+	b.mu.RUnlock()
+	return dst
+}
+
+// post sends w on rail rl. It reports false, and puts w back, when the rail
+// refuses it.
+func (v *VI) post(rl *rail, w work) bool {
+	s := &rl.slots[(rl.head+rl.n)%len(rl.slots)]
+	s.w = w
+	s.at = v.b.now()
+	if rl.n == 0 {
+		// The rail was idle: its rate window starts now.
+		rl.winStart, rl.winBytes = s.at, 0
+	}
+	d := &s.d
+	d.Control = descriptors.Control{}
+	d.Address = descriptors.AddressSegment{}
+	segs := d.Segments[:0]
+	if w.kind == kindRDMA {
+		ud := v.sq.At(w.pos)
+		st := &v.ss[v.sq.Slot(w.pos)]
+		d.Control.Op = descriptors.OpRDMAWrite
+		d.Address = descriptors.AddressSegment{Handle: st.peer.rail[rl.idx], Offset: ud.Address.Offset + uint64(w.off)}
+		segs = v.railSegs(segs, ud, rl.idx, w.off, w.n)
+	} else {
+		h := header{kind: w.kind, credit: v.limit(), aux: w.aux}
+		switch w.kind {
+		case kindData, kindNotice:
+			ud := v.sq.At(w.pos)
+			st := &v.ss[v.sq.Slot(w.pos)]
+			h.msn, h.total = st.msn, uint32(st.total)
+			if ud.Control.Immediate {
+				h.flags |= flagImm
+				h.imm = ud.Control.ImmData
+			}
+			if w.kind == kindData {
+				h.offset, h.length, h.aux = uint32(w.off), uint32(w.n), uint32(st.blockLen)
+			}
+		case kindReply:
+			h.rails = uint8(len(v.rails))
+			h.length = 4 * uint32(h.rails)
+			if v.replyHandles(s.hdr[hdrLen:], descriptors.MemHandle(w.aux)) {
+				h.flags |= flagOK
+			}
+		case kindCredit:
+			v.creditQueued = false
+			v.stats.Credits++
+		}
+		putHeader(s.hdr, &h)
+		hl := hdrLen
+		if w.kind == kindReply {
+			hl += int(h.length)
+		}
+		segs = append(segs, descriptors.Segment{Buf: s.hdr[:hl], Handle: rl.hdrH})
+		if w.kind == kindData {
+			segs = v.railSegs(segs, v.sq.At(w.pos), rl.idx, w.off, w.n)
+		}
+		v.announced = h.credit
+	}
+	d.Segments = segs
+	if err := rl.v.PostSend(d); err != nil {
+		if w.kind == kindCredit {
+			v.creditQueued = true
+		}
+		v.ctl.pushFront(w)
+		rl.failed = true
+		return false
+	}
+	rl.n++
+	rl.inflight += w.n
+	return true
+}
+
+// replyHandles writes the rail handles of our bond handle h into b, and
+// reports whether the peer may write the region through this VI.
+func (v *VI) replyHandles(b []byte, h descriptors.MemHandle) bool {
+	v.b.mu.RLock()
+	defer v.b.mu.RUnlock()
+	rg := v.b.lookup(h)
+	ok := rg != nil && v.attrs.EnableRDMAWrite && rg.ptag == v.attrs.PTag && rg.access&vi.AccessRDMAWrite != 0
+	for i := range v.rails {
+		var x uint32
+		if ok {
+			x = uint32(rg.rail[i])
+		}
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(x>>24), byte(x>>16), byte(x>>8), byte(x)
+	}
+	return ok
+}

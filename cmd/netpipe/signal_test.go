@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// buildSelf builds this command into a temporary directory, for tests that
+// must signal a real process.
+func buildSelf(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("SKIPPED: no go command to build netpipe: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "netpipe")
+	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// leftovers lists the namespaces, and the links in this namespace, whose
+// names carry tag, as `ip netns list` and `ip -o link` show them.
+func leftovers(t *testing.T, tag string) []string {
+	t.Helper()
+	var out []string
+	for _, args := range [][]string{{"netns", "list"}, {"-o", "link"}} {
+		b, err := exec.Command("ip", args...).Output()
+		if err != nil {
+			t.Fatalf("ip %s: %v", strings.Join(args, " "), err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, tag) {
+				out = append(out, "ip "+strings.Join(args, " ")+": "+strings.TrimSpace(l))
+			}
+		}
+	}
+	return out
+}
+
+// removeNamespaces deletes the namespaces whose names carry tag, so a
+// failed test leaves nothing behind.
+func removeNamespaces(tag string) {
+	ents, _ := os.ReadDir("/run/netns")
+	for _, e := range ents {
+		if strings.Contains(e.Name(), tag) {
+			_ = exec.Command("ip", "netns", "delete", e.Name()).Run()
+		}
+	}
+}
+
+func TestSignalRemovesTestbed(t *testing.T) {
+	needRoot(t)
+	bin := buildSelf(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			// The first run's module with NetPIPE's full method: far
+			// longer than the test waits, so the signal lands in the
+			// middle of the run. mplite's calls take no context.
+			cmd := exec.Command(bin, "-local", "-o", "", "-progress", "off", "-full")
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			tag := fmt.Sprintf("ev-np-%d-", cmd.Process.Pid)
+			waited := false
+			t.Cleanup(func() {
+				if !waited {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+				}
+				removeNamespaces(tag)
+			})
+			// Wait for the first data point: the testbed is up and the run
+			// is in its main loop.
+			sc := bufio.NewScanner(stderr)
+			var lines []string
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+				if strings.Contains(sc.Text(), " bytes ") {
+					break
+				}
+			}
+			if len(leftovers(t, tag)) == 0 {
+				t.Fatalf("no namespaces named %s* while running; stderr:\n%s", tag, strings.Join(lines, "\n"))
+			}
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			for sc.Scan() {
+				lines = append(lines, sc.Text())
+			}
+			err = cmd.Wait()
+			waited = true
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("after %v: %v, want exit status 1", sig, err)
+			}
+			if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || strings.Count(last, "netpipe:") != 1 {
+				t.Errorf("last line %q: want one netpipe: prefix and \"interrupted\"", last)
+			}
+			if left := leftovers(t, tag); len(left) != 0 {
+				t.Errorf("left behind after %v:\n%s", sig, strings.Join(left, "\n"))
+			}
+		})
+	}
+}
+
+func TestSweepRemovesKilledRun(t *testing.T) {
+	needRoot(t)
+	bin := buildSelf(t)
+	// SIGKILL leaves no chance to clean up: -sweep must remove the rest.
+	cmd := exec.Command(bin, "-local", "-module", "tcp", "-o", "", "-progress", "off", "-full")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("ev-np-%d-", cmd.Process.Pid)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		removeNamespaces(tag)
+	})
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), " bytes ") {
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if len(leftovers(t, tag)) == 0 {
+		t.Fatalf("SIGKILL left no namespaces named %s* to sweep", tag)
+	}
+	stdout, _, err := runCmd(t, "-sweep")
+	if err != nil && strings.Contains(err.Error(), tag) {
+		// Other leftovers may resist (another process's mounts); ours not.
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(stdout, "netpipe: -sweep: removed ") || !strings.Contains(stdout, tag) {
+		t.Errorf("-sweep printed %q, want the removal of %s*", stdout, tag)
+	}
+	if left := leftovers(t, tag); len(left) != 0 {
+		t.Errorf("left behind after -sweep:\n%s", strings.Join(left, "\n"))
+	}
+}
