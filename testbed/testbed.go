@@ -371,6 +371,9 @@ func (tb *Testbed) makeSpaces() (string, error) {
 // cleanup, or nil.
 func makeSpace(name string) (*space, error) {
 	sp := &space{name: name, ns: -1}
+	if err := sharedNetnsDir(); err != nil {
+		return nil, err
+	}
 	err := runFresh(func() error {
 		ns, err := netns.NewNamed(name)
 		if err != nil {

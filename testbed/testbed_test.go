@@ -1288,3 +1288,28 @@ func TestPrefixRunLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestNetnsDirSurvivesIPNetnsAdd: after a testbed is built, NetnsDir is a
+// mount point, so iproute2's `ip netns add` (which bind-mounts the
+// directory over itself when it is not one) hides nothing: the testbed's
+// namespaces stay visible and removable.
+func TestNetnsDirSurvivesIPNetnsAdd(t *testing.T) {
+	needRoot(t)
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("SKIPPED: no ip(8)")
+	}
+	tb := build(t, Config{Hosts: 2, Name: "ipadd"})
+	name := fmt.Sprintf("%sipadd-%d-x", Prefix(), os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	for _, h := range []int{0, 1} {
+		if _, err := os.Stat(filepath.Join(NetnsDir, hostNS(tb.base, h))); err != nil {
+			t.Errorf("host %d's namespace is gone from %s after ip netns add: %v", h, NetnsDir, err)
+		}
+	}
+	if err := tb.Close(); err != nil {
+		t.Errorf("close after ip netns add: %v", err)
+	}
+}
