@@ -71,6 +71,9 @@ type Comm struct {
 	// (-1: not a member); both nil for the world.
 	group []int
 	inv   []int
+	// local is an intercommunicator view's own group (world ranks; group
+	// is then the remote one), nil otherwise.
+	local []int
 	// pctx carries point-to-point traffic, cctx collective traffic.
 	pctx, cctx uint16
 	world      *Comm

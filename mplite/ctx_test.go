@@ -142,3 +142,66 @@ func TestCreateGroup(t *testing.T) {
 		t.Errorf("repeated member: %v", err)
 	}
 }
+
+// TestIntercomm: ranks {0, 2, 4} and {5, 3, 1} of six form an
+// intercommunicator; each rank of one group exchanges with the rank of the
+// same number in the other, sources come back as remote ranks, and the
+// groups' own communicators stay apart.
+func TestIntercomm(t *testing.T) {
+	evens, odds := []int{0, 2, 4}, []int{5, 3, 1}
+	noErrors(t, runWorld(t, 6, time.Minute, nil, func(c *mplite.Comm) error {
+		local, remote := evens, odds
+		if c.Rank()%2 == 1 {
+			local, remote = odds, evens
+		}
+		ic, err := c.Intercomm(local, remote)
+		if err != nil {
+			return err
+		}
+		defer ic.Free()
+		if ic.Size() != 3 {
+			return fmt.Errorf("intercomm size %d (the remote group's), want 3", ic.Size())
+		}
+		me := ic.Rank()
+		if local[me] != c.Rank() {
+			return fmt.Errorf("local rank %d is world rank %d, want %d", me, local[me], c.Rank())
+		}
+		buf := make([]byte, 1)
+		st, err := ic.Sendrecv([]byte{byte(c.Rank())}, me, 3, buf, mplite.AnySource, 3)
+		if err != nil {
+			return err
+		}
+		if st.Source != me || int(buf[0]) != remote[me] {
+			return fmt.Errorf("got %d from remote rank %d, want %d from %d", buf[0], st.Source, remote[me], me)
+		}
+		// Merged with the odd group high: the evens come first, each
+		// group in its own order.
+		m, err := ic.Merge(c.Rank()%2 == 1)
+		if err != nil {
+			return err
+		}
+		defer m.Free()
+		order := append(append([]int(nil), evens...), odds...)
+		if m.Size() != 6 || order[m.Rank()] != c.Rank() {
+			return fmt.Errorf("merged rank %d of %d, want world rank %d at it", m.Rank(), m.Size(), c.Rank())
+		}
+		var sum [1]int64
+		if err := mplite.Allreduce(m, []int64{int64(m.Rank())}, sum[:], mplite.Sum[int64]()); err != nil {
+			return err
+		}
+		if sum[0] != 15 {
+			return fmt.Errorf("sum over the merged communicator %d", sum[0])
+		}
+		return nil
+	}))
+	comms, err := mplite.NewLocalWorld(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := comms[0].Intercomm([]int{0}, []int{0}); !errors.Is(err, mplite.ErrRank) {
+		t.Errorf("a rank in both groups: %v", err)
+	}
+	if _, err := comms[0].Intercomm([]int{1}, []int{0}); err == nil {
+		t.Error("a rank outside its local group made the intercommunicator")
+	}
+}

@@ -259,6 +259,117 @@ func (c *Comm) CreateGroup(ranks []int) (*Comm, error) {
 	return c.newView(members, ctx), nil
 }
 
+// Intercomm returns an intercommunicator's view for point-to-point between
+// this rank's group local and the disjoint group remote (both world ranks,
+// each in its group's rank order): its Rank is this rank's in local, its
+// Size is remote's, and a destination or source names a rank of remote
+// (MPI's intercommunicator point-to-point). Every member of both groups
+// calls it, with its own group as local, and no other rank: they agree on
+// a context pair by an allreduce among themselves in the world's
+// collective space. Collectives on the view are not defined.
+func (c *Comm) Intercomm(local, remote []int) (*Comm, error) {
+	if err := c.checkUsable(); err != nil {
+		return nil, fmt.Errorf("mplite: intercomm: %w", err)
+	}
+	w := c.world
+	in := make([]bool, w.size)
+	me := -1
+	for i, g := range [][]int{local, remote} {
+		for j, r := range g {
+			if r < 0 || r >= w.size || in[r] {
+				return nil, fmt.Errorf("mplite: intercomm: world rank %d (repeated, shared by both groups or out of range): %w", r, ErrRank)
+			}
+			in[r] = true
+			if i == 0 && r == w.rank {
+				me = j
+			}
+		}
+	}
+	if me < 0 {
+		return nil, fmt.Errorf("mplite: intercomm: rank %d is not in the local group", w.rank)
+	}
+	var union []int
+	for r, ok := range in {
+		if ok {
+			union = append(union, r)
+		}
+	}
+	tmp := w.newView(union, w.cctx-1)
+	if err := tmp.enterTuned("intercomm", false); err != nil {
+		return nil, err
+	}
+	mine := tmp.freeMask()
+	mask := make([]byte, len(mine))
+	err := tmp.allreduceRecDoubling(mine, mask, new(andU64()))
+	tmp.leave()
+	if err != nil {
+		return nil, fmt.Errorf("mplite: intercomm: %w", err)
+	}
+	ctx, err := c.takeCtx(mask, true)
+	if err != nil {
+		return nil, fmt.Errorf("mplite: intercomm: %w", err)
+	}
+	v := w.newView(remote, ctx)
+	v.crank, v.local = me, slices.Clone(local)
+	return v, nil
+}
+
+// IsInter reports whether c is an intercommunicator's view (Intercomm).
+func (c *Comm) IsInter() bool { return c.local != nil }
+
+// LocalGroup returns the world ranks of an intercommunicator's own group,
+// in rank order (nil for an intracommunicator).
+func (c *Comm) LocalGroup() []int { return slices.Clone(c.local) }
+
+// Merge returns the intracommunicator of both groups of an
+// intercommunicator (MPI_Intercomm_merge), made by all their members: the
+// group whose members pass high false comes first, each group in its own
+// order; when both groups pass the same value, the group holding the lowest
+// world rank comes first. The members of a group must pass the same high.
+func (c *Comm) Merge(high bool) (*Comm, error) {
+	if c.local == nil {
+		return nil, errors.New("mplite: merge: not an intercommunicator")
+	}
+	if err := c.checkUsable(); err != nil {
+		return nil, fmt.Errorf("mplite: merge: %w", err)
+	}
+	w := c.world
+	union := append(slices.Clone(c.local), c.group...)
+	slices.Sort(union)
+	// Both groups' members, in world order, speaking in c's collective
+	// context: each tells its high, then they agree on a context pair.
+	tmp := w.newView(union, c.cctx-1)
+	if err := tmp.enterTuned("merge", false); err != nil {
+		return nil, err
+	}
+	defer tmp.leave()
+	mine := []byte{0}
+	if high {
+		mine[0] = 1
+	}
+	highs := make([]byte, len(union))
+	if err := tmp.allgatherBruck(mine, highs); err != nil {
+		return nil, fmt.Errorf("mplite: merge: %w", err)
+	}
+	at := func(world int) bool { return highs[slices.Index(union, world)] == 1 }
+	lh, rh := at(c.local[0]), at(c.group[0])
+	localFirst := !lh && rh || lh == rh && slices.Min(c.local) < slices.Min(c.group)
+	order := append(slices.Clone(c.group), c.local...)
+	if localFirst {
+		order = append(slices.Clone(c.local), c.group...)
+	}
+	free := tmp.freeMask()
+	mask := make([]byte, len(free))
+	if err := tmp.allreduceRecDoubling(free, mask, new(andU64())); err != nil {
+		return nil, fmt.Errorf("mplite: merge: %w", err)
+	}
+	ctx, err := c.takeCtx(mask, true)
+	if err != nil {
+		return nil, fmt.Errorf("mplite: merge: %w", err)
+	}
+	return w.newView(order, ctx), nil
+}
+
 // Free releases a communicator made by Dup or Split: later operations on
 // it fail with ErrFreed. Messages still in flight on it are not received.
 // The world cannot be freed (Finalize ends it). Free is local: it needs no

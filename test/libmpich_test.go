@@ -84,7 +84,9 @@ func resultLines(out string, prefixes string) []string {
 // and MPI_Cancel, dtype.c derived datatypes and the pair types, topo.c
 // groups and Cartesian topologies, ops.c user operations and the
 // reduce-scatters, nbc.c nonblocking collectives, nbr.c neighbourhood
-// collectives and MPI_Dist_graph_create, misc.c info objects,
+// collectives and MPI_Dist_graph_create, inter.c intercommunicators
+// (create, point-to-point, groups, merge), session.c the sessions model
+// without MPI_Init, misc.c info objects,
 // names and status setters, pmpi.c a program that intercepts MPI_ calls and passes
 // them to PMPI_ (as tracers do), f/ring.f90 a Fortran program over
 // Debian's libmpichfort.so.12; fatal.c an error under the
@@ -97,7 +99,7 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "ring", "fatal"}
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "ring", "fatal"}
 	compared := progs[:len(progs)-1] // fatal is checked on its own
 	for _, p := range progs {
 		cc, src := "mpicc.mpich", filepath.Join("c", p+".c")
@@ -116,7 +118,7 @@ func TestLibmpich(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWFH")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWFHIS")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -138,7 +140,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWFH")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWFHIS")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}

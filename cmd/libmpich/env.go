@@ -16,16 +16,35 @@ import (
 	"github.com/ethervia/ethervia/mplite"
 )
 
+// initialize is MPI_Init's: the world model starts, on the runtime a
+// session may already have started.
 func initialize() error {
 	lib.mu.Lock()
-	st := lib.state
+	st, called := lib.state, lib.worldCalled
+	if st == stateInit && !called {
+		lib.worldCalled = true // the runtime is up for sessions
+		lib.mu.Unlock()
+		return nil
+	}
 	lib.mu.Unlock()
-	switch st {
-	case stateInit:
+	switch {
+	case called && st != stateFinal:
 		return errorf(errOther, "MPI is already initialized")
-	case stateFinal:
+	case st == stateFinal || called:
 		return errorf(errOther, "MPI was finalized: it cannot be initialized again")
 	}
+	if err := startRuntime(); err != nil {
+		return err
+	}
+	lib.mu.Lock()
+	lib.worldCalled = true
+	lib.mu.Unlock()
+	return nil
+}
+
+// startRuntime brings up the rank: mplite's world, MPI_COMM_WORLD and
+// MPI_COMM_SELF, for MPI_Init or the first MPI_Session_init.
+func startRuntime() error {
 	if n, ok := goProcs(os.Getenv, runtime.NumCPU()); ok {
 		runtime.GOMAXPROCS(n)
 	}
@@ -116,7 +135,7 @@ func PMPI_Initialized(flag *C.int) (mpirc C.int) {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	*flag = 0
-	if lib.state != stateNone {
+	if lib.worldCalled {
 		*flag = 1
 	}
 	return errSuccess
@@ -128,7 +147,7 @@ func PMPI_Finalized(flag *C.int) (mpirc C.int) {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	*flag = 0
-	if lib.state == stateFinal {
+	if lib.state == stateFinal || lib.worldDone {
 		*flag = 1
 	}
 	return errSuccess
@@ -138,10 +157,25 @@ func PMPI_Finalized(flag *C.int) (mpirc C.int) {
 func PMPI_Finalize() (mpirc C.int) {
 	defer guard("MPI_Finalize", &mpirc)
 	lib.mu.Lock()
-	if lib.state != stateInit {
+	if lib.state != stateInit || !lib.worldCalled || lib.worldDone {
 		lib.mu.Unlock()
 		return ret("MPI_Finalize", errorf(errOther, "MPI is not initialized (or already finalized)"))
 	}
+	lib.worldDone = true
+	if lib.sessions > 0 {
+		// Open sessions keep the runtime; the last MPI_Session_finalize
+		// ends it.
+		lib.mu.Unlock()
+		return errSuccess
+	}
+	lib.mu.Unlock()
+	return ret("MPI_Finalize", stopRuntime())
+}
+
+// stopRuntime ends the rank: the workers, MPI_COMM_SELF's attributes, the
+// buffered sends, then mplite's world.
+func stopRuntime() error {
+	lib.mu.Lock()
 	bs := lib.bsends
 	lib.bsends = nil
 	world := lib.world
@@ -157,7 +191,7 @@ func PMPI_Finalize() (mpirc C.int) {
 	// MPI_COMM_SELF's attributes are deleted first, while MPI still works:
 	// libraries hang their clean-up on them.
 	if code := deleteAll(self); code != 0 {
-		return ret("MPI_Finalize", errorf(code, "an attribute delete callback of MPI_COMM_SELF failed with %d", code))
+		return errorf(code, "an attribute delete callback of MPI_COMM_SELF failed with %d", code)
 	}
 	errB := mplite.Waitall(bs...)
 	err := world.Finalize()
@@ -165,7 +199,7 @@ func PMPI_Finalize() (mpirc C.int) {
 	lib.state = stateFinal
 	lib.comms, lib.reqs = nil, reqTable{}
 	lib.mu.Unlock()
-	return ret("MPI_Finalize", errors.Join(errB, err))
+	return errors.Join(errB, err)
 }
 
 //export PMPI_Abort
@@ -203,7 +237,7 @@ func PMPI_Comm_size(comm C.MPI_Comm, size *C.int) (mpirc C.int) {
 	if err != nil {
 		return retc(comm, "MPI_Comm_size", err)
 	}
-	*size = C.int(ce.c.Size())
+	*size = C.int(commSize(ce))
 	return errSuccess
 }
 

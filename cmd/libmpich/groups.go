@@ -57,6 +57,9 @@ func (l *library) addGroup(g []int, out *C.MPI_Group) error {
 
 // members returns the world ranks of a communicator in rank order.
 func members(ce *commEntry) []int {
+	if ce.c.IsInter() {
+		return ce.c.LocalGroup()
+	}
 	g := make([]int, ce.c.Size())
 	for i := range g {
 		g[i], _ = ce.c.WorldRank(i)

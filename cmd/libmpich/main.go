@@ -135,6 +135,12 @@ type library struct {
 	userErrs  map[int]userErr      // MPI_Add_error_class and _code
 	lastErr   int                  // the largest added error class or code
 	classes   int                  // error classes added
+
+	worldCalled bool           // MPI_Init ran
+	worldDone   bool           // MPI_Finalize ran
+	sessions    int            // sessions open (MPI_Session_init)
+	nextSess    int32          // the last session handle handed out
+	sessOpen    map[int32]bool // open session handles
 }
 
 var lib = &library{}

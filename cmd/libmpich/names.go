@@ -189,14 +189,16 @@ func PMPI_Info_create_env(argc C.int, argv **C.char, out *C.MPI_Info) (mpirc C.i
 	return errSuccess
 }
 
-// Every communicator here is an intracommunicator.
-//
 //export PMPI_Comm_test_inter
 func PMPI_Comm_test_inter(comm C.MPI_Comm, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_test_inter", &mpirc)
-	if _, err := lib.comm(comm); err != nil {
+	ce, err := lib.comm(comm)
+	if err != nil {
 		return retc(comm, "MPI_Comm_test_inter", err)
 	}
 	*flag = 0
+	if ce.c.IsInter() {
+		*flag = 1
+	}
 	return errSuccess
 }

@@ -201,6 +201,9 @@ func (ce *commEntry) enqueue(f func() error) *nbcOp {
 // collective is pending (or when the caller is running the queue), else
 // after the pending ones.
 func (ce *commEntry) coll(f func() error) error {
+	if err := interColl(ce); err != nil {
+		return err
+	}
 	q := ce.worker()
 	if q == nil || q.pending.Load() == 0 || int64(unix.Gettid()) == q.owner.Load() {
 		return f()

@@ -53,12 +53,9 @@ int PMPI_Buffer_detach_c() { return ethervia_unimplemented("MPI_Buffer_detach_c"
 int PMPI_Close_port() { return ethervia_unimplemented("MPI_Close_port", 15); }
 int PMPI_Comm_accept() { return ethervia_unimplemented("MPI_Comm_accept", 15); }
 int PMPI_Comm_connect() { return ethervia_unimplemented("MPI_Comm_connect", 15); }
-int PMPI_Comm_create_from_group() { return ethervia_unimplemented("MPI_Comm_create_from_group", 15); }
 int PMPI_Comm_disconnect() { return ethervia_unimplemented("MPI_Comm_disconnect", 15); }
 int PMPI_Comm_get_parent() { return ethervia_unimplemented("MPI_Comm_get_parent", 15); }
 int PMPI_Comm_join() { return ethervia_unimplemented("MPI_Comm_join", 15); }
-int PMPI_Comm_remote_group() { return ethervia_unimplemented("MPI_Comm_remote_group", 15); }
-int PMPI_Comm_remote_size() { return ethervia_unimplemented("MPI_Comm_remote_size", 15); }
 int PMPI_Comm_spawn() { return ethervia_unimplemented("MPI_Comm_spawn", 15); }
 int PMPI_Comm_spawn_multiple() { return ethervia_unimplemented("MPI_Comm_spawn_multiple", 15); }
 int PMPI_Compare_and_swap() { return ethervia_unimplemented("MPI_Compare_and_swap", 15); }
@@ -80,7 +77,6 @@ int PMPI_Get_accumulate_c() { return ethervia_unimplemented("MPI_Get_accumulate_
 int PMPI_Get_c() { return ethervia_unimplemented("MPI_Get_c", 15); }
 int PMPI_Grequest_complete() { return ethervia_unimplemented("MPI_Grequest_complete", 15); }
 int PMPI_Grequest_start() { return ethervia_unimplemented("MPI_Grequest_start", 15); }
-int PMPI_Group_from_session_pset() { return ethervia_unimplemented("MPI_Group_from_session_pset", 15); }
 int PMPI_Iallgather_c() { return ethervia_unimplemented("MPI_Iallgather_c", 15); }
 int PMPI_Iallgatherv_c() { return ethervia_unimplemented("MPI_Iallgatherv_c", 15); }
 int PMPI_Iallreduce_c() { return ethervia_unimplemented("MPI_Iallreduce_c", 15); }
@@ -98,9 +94,7 @@ int PMPI_Ineighbor_allgatherv_c() { return ethervia_unimplemented("MPI_Ineighbor
 int PMPI_Ineighbor_alltoall_c() { return ethervia_unimplemented("MPI_Ineighbor_alltoall_c", 15); }
 int PMPI_Ineighbor_alltoallv_c() { return ethervia_unimplemented("MPI_Ineighbor_alltoallv_c", 15); }
 int PMPI_Ineighbor_alltoallw_c() { return ethervia_unimplemented("MPI_Ineighbor_alltoallw_c", 15); }
-int PMPI_Intercomm_create() { return ethervia_unimplemented("MPI_Intercomm_create", 15); }
 int PMPI_Intercomm_create_from_groups() { return ethervia_unimplemented("MPI_Intercomm_create_from_groups", 15); }
-int PMPI_Intercomm_merge() { return ethervia_unimplemented("MPI_Intercomm_merge", 15); }
 int PMPI_Ireduce_c() { return ethervia_unimplemented("MPI_Ireduce_c", 15); }
 int PMPI_Ireduce_scatter_block_c() { return ethervia_unimplemented("MPI_Ireduce_scatter_block_c", 15); }
 int PMPI_Ireduce_scatter_c() { return ethervia_unimplemented("MPI_Ireduce_scatter_c", 15); }
@@ -168,13 +162,7 @@ int PMPI_Sendrecv_c() { return ethervia_unimplemented("MPI_Sendrecv_c", 15); }
 int PMPI_Sendrecv_replace_c() { return ethervia_unimplemented("MPI_Sendrecv_replace_c", 15); }
 int PMPI_Session_call_errhandler() { return ethervia_unimplemented("MPI_Session_call_errhandler", 15); }
 int PMPI_Session_create_errhandler() { return ethervia_unimplemented("MPI_Session_create_errhandler", 15); }
-int PMPI_Session_finalize() { return ethervia_unimplemented("MPI_Session_finalize", 15); }
 int PMPI_Session_get_errhandler() { return ethervia_unimplemented("MPI_Session_get_errhandler", 15); }
-int PMPI_Session_get_info() { return ethervia_unimplemented("MPI_Session_get_info", 15); }
-int PMPI_Session_get_nth_pset() { return ethervia_unimplemented("MPI_Session_get_nth_pset", 15); }
-int PMPI_Session_get_num_psets() { return ethervia_unimplemented("MPI_Session_get_num_psets", 15); }
-int PMPI_Session_get_pset_info() { return ethervia_unimplemented("MPI_Session_get_pset_info", 15); }
-int PMPI_Session_init() { return ethervia_unimplemented("MPI_Session_init", 15); }
 int PMPI_Session_set_errhandler() { return ethervia_unimplemented("MPI_Session_set_errhandler", 15); }
 int PMPI_Ssend_c() { return ethervia_unimplemented("MPI_Ssend_c", 15); }
 int PMPI_Ssend_init_c() { return ethervia_unimplemented("MPI_Ssend_init_c", 15); }
