@@ -47,6 +47,9 @@ func abiWorld(tb testing.TB, size int) (stop func()) {
 			}
 		}
 	}()
+	lib.mu.Lock()
+	lib.worldCalled = true // as MPI_Init would
+	lib.mu.Unlock()
 	if err := install(comms[0]); err != nil {
 		tb.Fatal(err)
 	}

@@ -82,6 +82,7 @@ func install(world *mplite.Comm) error {
 	lib.nextComm = commFirst
 	lib.reqs = reqTable{}
 	lib.state = stateInit
+	lib.worldDone = false
 	return nil
 }
 
