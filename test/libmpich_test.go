@@ -86,7 +86,8 @@ func resultLines(out string, prefixes string) []string {
 // reduce-scatters, nbc.c nonblocking collectives, nbr.c neighbourhood
 // collectives and MPI_Dist_graph_create, inter.c intercommunicators
 // (create, point-to-point, groups, merge), session.c the sessions model
-// without MPI_Init, misc.c info objects,
+// without MPI_Init, cxx/bindings.cxx MPICH's C++ bindings (user operations
+// and error handlers through their trampolines), misc.c info objects,
 // names and status setters, pmpi.c a program that intercepts MPI_ calls and passes
 // them to PMPI_ (as tracers do), f/ring.f90 a Fortran program over
 // Debian's libmpichfort.so.12; fatal.c an error under the
@@ -95,16 +96,19 @@ func resultLines(out string, prefixes string) []string {
 // checkSsendTimes).
 func TestLibmpich(t *testing.T) {
 	needRoot(t)
-	needTools(t, "mpicc.mpich", "mpif90.mpich", "mpiexec.mpich")
+	needTools(t, "mpicc.mpich", "mpif90.mpich", "mpicxx.mpich", "mpiexec.mpich")
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "ring", "fatal"}
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "bindings", "ring", "fatal"}
 	compared := progs[:len(progs)-1] // fatal is checked on its own
 	for _, p := range progs {
 		cc, src := "mpicc.mpich", filepath.Join("c", p+".c")
-		if p == "ring" {
+		switch p {
+		case "ring":
 			cc, src = "mpif90.mpich", filepath.Join("f", p+".f90") // Fortran, over Debian's libmpichfort
+		case "bindings":
+			cc, src = "mpicxx.mpich", filepath.Join("cxx", p+".cxx") // C++, over Debian's libmpichcxx
 		}
 		cmd := exec.Command(cc, "-O1", "-o", filepath.Join(dir, p), src)
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -118,7 +122,7 @@ func TestLibmpich(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWFHIS")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWFHISX")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -140,7 +144,7 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWFHIS")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWFHISX")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}
@@ -173,6 +177,50 @@ func TestLibmpich(t *testing.T) {
 			t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
 		}
 		if want, got := ref["dtype/2"], resultLines(out, "D"); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
+		}
+	})
+	// Our mpicxx builds a program with MPICH's C++ bindings against the
+	// library; and the library, built under the name MPICH, Intel MPI and
+	// MVAPICH builds also use (libmpi.so.12), runs a program linked with
+	// -lmpi.
+	t.Run("bindings/np=2/our-mpicxx", func(t *testing.T) {
+		bin := filepath.Join(dir, "bindings-ours")
+		cmd := exec.Command("sh", filepath.Join("..", "cmd", "libmpich", "mpicxx"), "-O1", "-o", bin, filepath.Join("cxx", "bindings.cxx"))
+		cmd.Env = append(os.Environ(), "ETHERVIA_LIBDIR="+dir)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cmd/libmpich/mpicxx: %v\n%s", err, b)
+		}
+		out, errOut, err := runEnv(t, 3*time.Minute, nil, mprun, "-np", "2", "-timeout", "150s", "--", bin)
+		if err != nil {
+			t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
+		}
+		if want, got := ref["bindings/2"], resultLines(out, "X"); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
+		}
+	})
+	t.Run("p2p/np=2/libmpi.so.12", func(t *testing.T) {
+		mdir := filepath.Join(dir, "libmpi")
+		if err := os.MkdirAll(mdir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		buildShared(t, mdir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpi.so.12")
+		if err := os.Symlink("libmpi.so.12", filepath.Join(mdir, "libmpi.so")); err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(mdir, "p2p")
+		cmd := exec.Command("cc", "-O1", "-I/usr/include/x86_64-linux-gnu/mpich", "-o", bin, filepath.Join("c", "p2p.c"), "-L"+mdir, "-lmpi")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cc -lmpi: %v\n%s", err, b)
+		}
+		out, errOut, err := runEnv(t, 3*time.Minute, []string{"LD_LIBRARY_PATH=" + mdir}, mprun, "-np", "2", "-timeout", "150s", "--", bin)
+		if err != nil {
+			t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
+		}
+		if lib := resultLines(out, "V"); len(lib) != 2 || !strings.Contains(lib[0], "Ethervia") {
+			t.Fatalf("the ranks did not run over Ethervia's libmpi.so.12: %q", lib)
+		}
+		if want, got := ref["p2p/2"], resultLines(out, "P"); len(want) == 0 || !slices.Equal(got, want) {
 			t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 		}
 	})

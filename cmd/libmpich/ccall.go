@@ -4,11 +4,31 @@ package main
 #include "ethervia_mpi_types.h"
 
 typedef void (*ev_errh_fn)(MPI_Comm *, int *, ...);
+typedef void (*ev_user_fn)(void *, void *, int *, MPI_Datatype *);
+
+static void ev_call_op(void *fn, void *in, void *inout, int len, MPI_Datatype dt) {
+	((ev_user_fn)fn)(in, inout, &len, &dt);
+}
 typedef int (*ev_copy_fn)(MPI_Comm, int, void *, void *, void *, int *);
 typedef int (*ev_delete_fn)(MPI_Comm, int, void *, void *);
 
 static void ev_call_errh(void *fn, MPI_Comm comm, int code) {
 	((ev_errh_fn)fn)(&comm, &code);
+}
+
+// MPICH's C++ bindings (libmpichcxx) register a trampoline per error
+// handler and operation (MPII_Errhandler_set_cxx, MPII_Op_set_cxx), which
+// the library calls with the program's function: kind 0 is a communicator.
+typedef void (*ev_errh_cxx)(int, int *, int *, void *);
+typedef void (*ev_op_cxx)(void *, void *, int, MPI_Datatype, void *);
+
+static void ev_call_errh_cxx(void *cxx, void *fn, MPI_Comm comm, int code) {
+	int h = (int)comm;
+	((ev_errh_cxx)cxx)(0, &h, &code, fn);
+}
+
+static void ev_call_op_cxx(void *cxx, void *fn, void *in, void *inout, int len, MPI_Datatype dt) {
+	((ev_op_cxx)cxx)(in, inout, len, dt, fn);
 }
 
 static int ev_call_copy(void *fn, MPI_Comm comm, int key, void *extra, void *in, void **out, int *flag) {
@@ -26,8 +46,21 @@ import "unsafe"
 // Calls of the program's C callbacks (a Go file with //export cannot
 // define C functions in its preamble).
 
-func callErrhandler(fn unsafe.Pointer, comm C.MPI_Comm, code int) {
-	C.ev_call_errh(fn, comm, C.int(code))
+func callErrhandler(eh *errhandler, comm C.MPI_Comm, code int) {
+	if eh.cxx != nil {
+		C.ev_call_errh_cxx(eh.cxx, eh.fn, comm, C.int(code))
+		return
+	}
+	C.ev_call_errh(eh.fn, comm, C.int(code))
+}
+
+// callOp runs a user operation on n elements: inout = in ∘ inout.
+func callOp(u *userOp, in, inout unsafe.Pointer, n int, dt C.MPI_Datatype) {
+	if u.cxx != nil {
+		C.ev_call_op_cxx(u.cxx, u.fn, in, inout, C.int(n), dt)
+		return
+	}
+	C.ev_call_op(u.fn, in, inout, C.int(n), dt)
 }
 
 // callCopy runs an attribute copy callback; it returns the callback's

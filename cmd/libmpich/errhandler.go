@@ -9,7 +9,23 @@ import "unsafe"
 
 // errhandler is a user error handler: a C function
 // void (*)(MPI_Comm *, int *, ...).
-type errhandler struct{ fn unsafe.Pointer }
+type errhandler struct {
+	fn  unsafe.Pointer
+	cxx unsafe.Pointer // MPICH's C++ bindings' trampoline, or nil
+}
+
+// MPII_Errhandler_set_cxx is how MPICH's C++ bindings mark an error
+// handler made by MPI::Comm::Create_errhandler.
+//
+//export MPII_Errhandler_set_cxx
+func MPII_Errhandler_set_cxx(eh C.MPI_Errhandler, cxx unsafe.Pointer) {
+	defer func() { _ = recover() }() // a void function: nothing to report
+	lib.mu.Lock()
+	if u := lib.errhs.at(int32(eh)); u != nil {
+		u.cxx = cxx
+	}
+	lib.mu.Unlock()
+}
 
 // errhFirst is the first user error handler handle: MPICH's indirect
 // errhandler handles, apart from the predefined 0x54... ones.

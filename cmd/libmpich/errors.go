@@ -75,7 +75,7 @@ func retc(comm C.MPI_Comm, fn string, err error) C.int {
 		abortJob(code)
 	default:
 		if uh := lib.userHandler(eh); uh != nil {
-			callErrhandler(uh.fn, h, code)
+			callErrhandler(uh, h, code)
 		}
 	}
 	return C.int(code)

@@ -19,12 +19,18 @@ import (
 	"sort"
 )
 
-const proto = "/usr/include/x86_64-linux-gnu/mpich/mpi_proto.h"
+// proto names MPICH's prototypes: mpi_proto.h and MPI-IO's mpio.h (no
+// MPI-IO is implemented, but MPICH's C++ bindings link against it).
+const proto = "/usr/include/x86_64-linux-gnu/mpich/mpi_proto.h and mpio.h"
 
 func main() {
-	src, err := os.ReadFile(proto)
-	if err != nil {
-		log.Fatal(err)
+	var src []byte
+	for _, h := range []string{"mpi_proto.h", "mpio.h"} {
+		b, err := os.ReadFile(filepath.Join("/usr/include/x86_64-linux-gnu/mpich", h))
+		if err != nil {
+			log.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	done := map[string]bool{"MPI_Aint_add": true, "MPI_Aint_diff": true} // in the preamble below
 	files, _ := filepath.Glob("*.go")

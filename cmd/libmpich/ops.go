@@ -2,12 +2,6 @@ package main
 
 /*
 #include "ethervia_mpi_types.h"
-
-typedef void (*ev_user_fn)(void *, void *, int *, MPI_Datatype *);
-
-static void ev_call_op(void *fn, void *in, void *inout, int len, MPI_Datatype dt) {
-	((ev_user_fn)fn)(in, inout, &len, &dt);
-}
 */
 import "C"
 
@@ -28,6 +22,7 @@ const opFirst = -0x68000000 // 0x98000000 as an int32
 // element.
 type userOp struct {
 	fn      unsafe.Pointer
+	cxx     unsafe.Pointer // MPICH's C++ bindings' trampoline, or nil
 	commute bool
 }
 
@@ -42,6 +37,19 @@ func PMPI_Op_create(fn unsafe.Pointer, commute C.int, op *C.MPI_Op) (mpirc C.int
 	lib.mu.Unlock()
 	*op = C.MPI_Op(h)
 	return errSuccess
+}
+
+// MPII_Op_set_cxx is how MPICH's C++ bindings mark an operation made by
+// MPI::Op::Init: its function is called through their trampoline.
+//
+//export MPII_Op_set_cxx
+func MPII_Op_set_cxx(op C.MPI_Op, cxx unsafe.Pointer) {
+	defer func() { _ = recover() }() // a void function: nothing to report
+	lib.mu.Lock()
+	if u := lib.ops.at(int32(op)); u != nil {
+		u.cxx = cxx
+	}
+	lib.mu.Unlock()
 }
 
 //export PMPI_Op_free
@@ -101,7 +109,7 @@ func userReducer(u *userOp, dt C.MPI_Datatype) (mplite.Reducer, error) {
 		default:
 			copy(dst, b)
 		}
-		C.ev_call_op(u.fn, unsafe.Pointer(&a[0]), unsafe.Pointer(&inout[0]), C.int(n), dt)
+		callOp(u, unsafe.Pointer(&a[0]), unsafe.Pointer(&inout[0]), n, dt)
 		if &inout[0] != &dst[0] {
 			copy(dst, inout)
 		}
