@@ -240,21 +240,9 @@ func (c *Comm) CreateGroup(ranks []int) (*Comm, error) {
 	if me < 0 {
 		return nil, fmt.Errorf("mplite: create group: rank %d is not among the members", c.crank)
 	}
-	// A view of the members that speaks in c's collective context.
-	tmp := c.newView(members, c.cctx-1)
-	if err := tmp.enterTuned("create_group", false); err != nil {
+	ctx, err := c.agreeAmong(members, c.cctx, "create group")
+	if err != nil {
 		return nil, err
-	}
-	mine := tmp.freeMask()
-	mask := make([]byte, len(mine))
-	err := tmp.allreduceRecDoubling(mine, mask, new(andU64()))
-	tmp.leave()
-	if err != nil {
-		return nil, fmt.Errorf("mplite: create group: %w", err)
-	}
-	ctx, err := c.takeCtx(mask, true)
-	if err != nil {
-		return nil, fmt.Errorf("mplite: create group: %w", err)
 	}
 	return c.newView(members, ctx), nil
 }
@@ -294,24 +282,37 @@ func (c *Comm) Intercomm(local, remote []int) (*Comm, error) {
 			union = append(union, r)
 		}
 	}
-	tmp := w.newView(union, w.cctx-1)
-	if err := tmp.enterTuned("intercomm", false); err != nil {
+	ctx, err := w.agreeAmong(union, w.cctx, "intercomm")
+	if err != nil {
 		return nil, err
+	}
+	v := w.newView(remote, ctx)
+	v.crank, v.local = me, slices.Clone(local)
+	return v, nil
+}
+
+// agreeAmong has members (world ranks, listed alike on each, this rank among
+// them), and no other rank, agree on a context pair free on all of them,
+// by an allreduce of their masks spoken in the collective context cctx,
+// and holds the pair for this rank. No collective of cctx may run at the
+// same time on any member. what names the caller in errors.
+func (c *Comm) agreeAmong(members []int, cctx uint16, what string) (uint16, error) {
+	tmp := c.newView(members, cctx-1)
+	if err := tmp.enterTuned(what, false); err != nil {
+		return 0, err
 	}
 	mine := tmp.freeMask()
 	mask := make([]byte, len(mine))
 	err := tmp.allreduceRecDoubling(mine, mask, new(andU64()))
 	tmp.leave()
 	if err != nil {
-		return nil, fmt.Errorf("mplite: intercomm: %w", err)
+		return 0, fmt.Errorf("mplite: %s: %w", what, err)
 	}
 	ctx, err := c.takeCtx(mask, true)
 	if err != nil {
-		return nil, fmt.Errorf("mplite: intercomm: %w", err)
+		return 0, fmt.Errorf("mplite: %s: %w", what, err)
 	}
-	v := w.newView(remote, ctx)
-	v.crank, v.local = me, slices.Clone(local)
-	return v, nil
+	return ctx, nil
 }
 
 // IsInter reports whether c is an intercommunicator's view (Intercomm).

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -170,19 +171,29 @@ func deleteNamed(name string) error {
 // namespace of a live process, including this one's, and kills nothing:
 // a leftover process that still runs in a swept namespace keeps it alive
 // until it exits. Testbeds never create links outside their namespaces, so
-// there are no others to remove.
-func Sweep() error {
+// there are no others to remove. It returns the names it removed.
+func Sweep() ([]string, error) {
 	return sweep(alive)
 }
 
-func sweep(isAlive func(pid int) bool) error {
+// ReportSweep writes, for a command's -sweep, what Sweep removed.
+func ReportSweep(w io.Writer, prog string, removed []string) {
+	if len(removed) == 0 {
+		fmt.Fprintf(w, "%s: -sweep: nothing to remove\n", prog)
+		return
+	}
+	fmt.Fprintf(w, "%s: -sweep: removed %d namespace(s) and their links: %s\n", prog, len(removed), strings.Join(removed, " "))
+}
+
+func sweep(isAlive func(pid int) bool) ([]string, error) {
 	ents, err := os.ReadDir(NetnsDir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("testbed: sweep: %w", err)
+		return nil, fmt.Errorf("testbed: sweep: %w", err)
 	}
+	var removed []string
 	var errs []error
 	for _, e := range ents {
 		pid, ok := parseName(e.Name())
@@ -191,7 +202,9 @@ func sweep(isAlive func(pid int) bool) error {
 		}
 		if err := deleteNamed(e.Name()); err != nil {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
+			continue
 		}
+		removed = append(removed, e.Name())
 	}
-	return errors.Join(errs...)
+	return removed, errors.Join(errs...)
 }

@@ -938,10 +938,14 @@ func TestSweep(t *testing.T) {
 	}
 	tb := build(t, Config{Hosts: 2, Name: "sweep"})
 
-	if err := Sweep(); err != nil {
+	removed, err := Sweep()
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{h0.name, sw0.name} {
+		if !slices.Contains(removed, n) {
+			t.Errorf("Sweep did not report %s among the removed %q", n, removed)
+		}
 		if _, err := os.Stat(filepath.Join(NetnsDir, n)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("Sweep left %s of dead pid %d: %v", n, dead, err)
 		}

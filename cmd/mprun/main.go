@@ -38,7 +38,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mprun: %v\n", err)
 		return 2
 	}
-	if err := testbed.Sweep(); err != nil {
+	if _, err := testbed.Sweep(); err != nil {
 		fmt.Fprintf(stderr, "mprun: sweeping leftovers: %v\n", err)
 	}
 	if err := job(ctx, o, prog, stdout, stderr); err != nil {
@@ -325,48 +324,12 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 // sweep removes the namespaces that testbeds of dead processes left (-sweep)
 // and says which went.
 func sweep(stdout io.Writer) error {
-	before, err := testbedNamespaces()
+	gone, err := testbed.Sweep()
+	testbed.ReportSweep(stdout, "mprun", gone)
 	if err != nil {
-		return err
-	}
-	serr := testbed.Sweep()
-	after, err := testbedNamespaces()
-	if err != nil {
-		return errors.Join(serr, err)
-	}
-	var gone []string
-	for _, n := range before {
-		if !slices.Contains(after, n) {
-			gone = append(gone, n)
-		}
-	}
-	if len(gone) == 0 {
-		fmt.Fprintln(stdout, "mprun: -sweep: nothing to remove")
-	} else {
-		fmt.Fprintf(stdout, "mprun: -sweep: removed %d namespace(s) and their links: %s\n", len(gone), strings.Join(gone, " "))
-	}
-	if serr != nil {
-		return fmt.Errorf("mprun: %w", serr) // "sweep: testbed: ..."
+		return fmt.Errorf("mprun: %w", err) // "sweep: testbed: ..."
 	}
 	return nil
-}
-
-// testbedNamespaces lists the named namespaces that carry testbed's prefix.
-func testbedNamespaces() ([]string, error) {
-	ents, err := os.ReadDir(testbed.NetnsDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("mprun: -sweep: %w", err)
-	}
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), testbed.NamePrefix) {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
 }
 
 // reportFaults prints what the switch's fault injectors did, so a lossy run

@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 	"github.com/ethervia/ethervia/testbed"
@@ -136,43 +135,7 @@ func sweep(stdout io.Writer) error {
 	if os.Geteuid() != 0 {
 		return errors.New("-sweep removes network namespaces and needs root")
 	}
-	before, err := testbedNamespaces()
-	if err != nil {
-		return err
-	}
-	serr := testbed.Sweep()
-	after, err := testbedNamespaces()
-	if err != nil {
-		return errors.Join(serr, err)
-	}
-	var gone []string
-	for _, n := range before {
-		if !slices.Contains(after, n) {
-			gone = append(gone, n)
-		}
-	}
-	if len(gone) == 0 {
-		fmt.Fprintln(stdout, "netpipe: -sweep: nothing to remove")
-	} else {
-		fmt.Fprintf(stdout, "netpipe: -sweep: removed %d namespace(s) and their links: %s\n", len(gone), strings.Join(gone, " "))
-	}
-	return serr // "sweep: testbed: ..."
-}
-
-// testbedNamespaces lists the named namespaces that carry testbed's prefix.
-func testbedNamespaces() ([]string, error) {
-	ents, err := os.ReadDir(testbed.NetnsDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("-sweep: %w", err)
-	}
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), testbed.NamePrefix) {
-			out = append(out, e.Name())
-		}
-	}
-	return out, nil
+	gone, err := testbed.Sweep()
+	testbed.ReportSweep(stdout, "netpipe", gone)
+	return err // "sweep: testbed: ..."
 }
