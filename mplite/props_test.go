@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"testing"
@@ -252,9 +253,20 @@ func TestArgumentsAndFinalized(t *testing.T) {
 
 // allocsPerRun is testing.AllocsPerRun without its GOMAXPROCS(1): with one
 // P the two ranks could not poll at once and would block.
+// allocsPerRun is the allocations per run of f, the least of three
+// measured windows: an allocation of f's own recurs in every window, while
+// a background event of a loaded machine (a retransmission after a late
+// acknowledgement, a timer of a wait that blocked) lands in some only. f's
+// peer must keep answering for up to 1 + 3·runs calls.
 func allocsPerRun(runs int, f func()) float64 {
-	mallocs, _ := memPerRun(runs, f)
-	return float64(mallocs)
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		mallocs, _ := memPerRun(runs, f)
+		if least = min(least, mallocs); least == 0 {
+			break
+		}
+	}
+	return float64(least)
 }
 
 // memPerRun runs f once, then runs times, and returns the allocations and
