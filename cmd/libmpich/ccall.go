@@ -35,6 +35,14 @@ static int ev_call_copy(void *fn, MPI_Comm comm, int key, void *extra, void *in,
 	return ((ev_copy_fn)fn)(comm, key, extra, in, (void *)out, flag);
 }
 
+typedef int (*ev_greq_query)(void *, MPI_Status *);
+typedef int (*ev_greq_free)(void *);
+typedef int (*ev_greq_cancel)(void *, int);
+
+static int ev_call_greq_query(void *fn, void *extra, MPI_Status *st) { return ((ev_greq_query)fn)(extra, st); }
+static int ev_call_greq_free(void *fn, void *extra) { return ((ev_greq_free)fn)(extra); }
+static int ev_call_greq_cancel(void *fn, void *extra, int complete) { return ((ev_greq_cancel)fn)(extra, complete); }
+
 static int ev_call_delete(void *fn, MPI_Comm comm, int key, void *val, void *extra) {
 	return ((ev_delete_fn)fn)(comm, key, val, extra);
 }
@@ -74,4 +82,18 @@ func callCopy(fn unsafe.Pointer, comm C.MPI_Comm, key int32, extra, in unsafe.Po
 
 func callDelete(fn unsafe.Pointer, comm C.MPI_Comm, key int32, val, extra unsafe.Pointer) int {
 	return int(C.ev_call_delete(fn, comm, C.int(key), val, extra))
+}
+
+func callGreqQuery(fn, extra unsafe.Pointer, st *C.MPI_Status) int {
+	return int(C.ev_call_greq_query(fn, extra, st))
+}
+
+func callGreqFree(fn, extra unsafe.Pointer) int { return int(C.ev_call_greq_free(fn, extra)) }
+
+func callGreqCancel(fn, extra unsafe.Pointer, complete bool) int {
+	c := C.int(0)
+	if complete {
+		c = 1
+	}
+	return int(C.ev_call_greq_cancel(fn, extra, c))
 }

@@ -76,6 +76,8 @@ type request struct {
 
 	nbc *nbcOp // a nonblocking collective, run by its communicator's worker
 
+	greq *grequest // a generalized request (MPI_Grequest_start)
+
 	r2     *mplite.Request // MPI_Isendrecv's send; r is its receive
 	stage2 tbuf            // r2's staging copy
 }
@@ -104,6 +106,9 @@ func (q *request) finish(st mplite.Status, err error) {
 func (q *request) wait() {
 	switch {
 	case q.done:
+	case q.greq != nil:
+		<-q.greq.done
+		q.finishGreq()
 	case q.nbc != nil:
 		if w := q.ce.worker(); w != nil {
 			q.finish(mplite.Status{}, w.await(q.nbc))
@@ -125,6 +130,10 @@ func (q *request) wait() {
 func (q *request) test() bool {
 	switch {
 	case q.done:
+	case q.greq != nil:
+		if isClosed(q.greq.done) {
+			q.finishGreq()
+		}
 	case q.nbc != nil:
 		if w := q.ce.worker(); (w != nil && w.poll(q.nbc)) || (w == nil && isClosed(q.nbc.done)) {
 			q.finish(mplite.Status{}, q.nbc.err)
@@ -149,6 +158,10 @@ func (q *request) status(st *C.MPI_Status) {
 	switch {
 	case q.inactive:
 		emptyStatus(st, anySource)
+	case q.greq != nil:
+		if st != nil && uintptr(unsafe.Pointer(st)) != statusIgn {
+			*st = q.greq.st
+		}
 	case q.cancelled:
 		setStatus(st, q.st.Source, q.st.Tag, 0)
 		if st != nil && uintptr(unsafe.Pointer(st)) != statusIgn {

@@ -171,6 +171,14 @@ func PMPI_Cancel(req *C.MPI_Request) (mpirc C.int) {
 	if err != nil {
 		return ret("MPI_Cancel", err)
 	}
+	if q.greq != nil && !q.done {
+		// The program's cancel function; the request still completes only
+		// by MPI_Grequest_complete.
+		if code := callGreqCancel(q.greq.cancel, q.greq.extra, isClosed(q.greq.done)); code != errSuccess {
+			return ret("MPI_Cancel", errorf(code, "the cancel function of the generalized request returned %d", code))
+		}
+		return errSuccess
+	}
 	if q.r != nil && !q.done {
 		q.cancelAsked = true
 		q.r.Cancel()

@@ -9,6 +9,28 @@
 static int rank, size;
 #define OUT(...) do { char l_[1024]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("M%d %s\n", rank, l_); fflush(stdout); } while (0)
 
+/* generalized request callbacks: the state counts the calls */
+struct greq_state {
+	int queried, freed, cancelled;
+};
+static int greq_query(void *extra, MPI_Status *st) {
+	struct greq_state *g = extra;
+	g->queried++;
+	st->MPI_SOURCE = 7;
+	st->MPI_TAG = 3;
+	MPI_Status_set_elements(st, MPI_INT, 5);
+	MPI_Status_set_cancelled(st, g->cancelled > 0);
+	return MPI_SUCCESS;
+}
+static int greq_free(void *extra) {
+	((struct greq_state *)extra)->freed++;
+	return MPI_SUCCESS;
+}
+static int greq_cancel(void *extra, int complete) {
+	((struct greq_state *)extra)->cancelled += 1 + complete;
+	return MPI_SUCCESS;
+}
+
 int main(int argc, char **argv) {
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -212,6 +234,58 @@ int main(int argc, char **argv) {
 	free(wsc);
 	free(wsd);
 	free(wty);
+	/* generalized requests */
+	{
+		struct greq_state g = {0, 0, 0}, g2 = {0, 0, 0};
+		MPI_Request gr, gr2;
+		MPI_Status gst;
+		int gflag = -1, gcount = -1, gcanc = -1;
+		MPI_Grequest_start(greq_query, greq_free, greq_cancel, &g, &gr);
+		MPI_Test(&gr, &gflag, &gst);
+		int before = gflag;
+		MPI_Grequest_complete(gr);
+		MPI_Wait(&gr, &gst);
+		MPI_Get_count(&gst, MPI_INT, &gcount);
+		MPI_Test_cancelled(&gst, &gcanc);
+		OUT("grequest: done before complete %d, source %d tag %d count %d cancelled %d, queried %d freed %d, null %d", before,
+		    gst.MPI_SOURCE, gst.MPI_TAG, gcount, gcanc, g.queried, g.freed, gr == MPI_REQUEST_NULL);
+		MPI_Grequest_start(greq_query, greq_free, greq_cancel, &g2, &gr2);
+		MPI_Cancel(&gr2);
+		MPI_Grequest_complete(gr2);
+		MPI_Wait(&gr2, &gst);
+		MPI_Test_cancelled(&gst, &gcanc);
+		OUT("grequest cancelled: cancel calls %d, status cancelled %d, freed %d", g2.cancelled, gcanc, g2.freed);
+	}
+	/* more large-count forms (generated wrappers) */
+	{
+		int ag[64], one = rank * 3, sc[64], sr = -1, sq[64], rq[64];
+		MPI_Allgather_c(&one, 1, MPI_INT, ag, 1, MPI_INT, MPI_COMM_WORLD);
+		for (int i = 0; i < size; i++)
+			sc[i] = 100 + i, sq[i] = rank * 1000 + i;
+		MPI_Scatter_c(sc, 1, MPI_INT, &sr, 1, MPI_INT, 0, MPI_COMM_WORLD);
+		MPI_Request cq;
+		MPI_Ialltoall_c(sq, 1, MPI_INT, rq, 1, MPI_INT, MPI_COMM_WORLD, &cq);
+		MPI_Wait(&cq, MPI_STATUS_IGNORE);
+		MPI_Datatype cv;
+		MPI_Count clb, cext;
+		MPI_Type_vector_c(3, 1, 4, MPI_DOUBLE, &cv);
+		MPI_Type_commit(&cv);
+		MPI_Type_get_extent_c(cv, &clb, &cext);
+		double dv[12], du[12];
+		for (int i = 0; i < 12; i++)
+			dv[i] = i, du[i] = -1;
+		char pk[256];
+		MPI_Count pos = 0, upos = 0, psz;
+		MPI_Pack_size_c(1, cv, MPI_COMM_WORLD, &psz);
+		MPI_Pack_c(dv, 1, cv, pk, sizeof pk, &pos, MPI_COMM_WORLD);
+		MPI_Unpack_c(pk, pos, &upos, du, 1, cv, MPI_COMM_WORLD);
+		int nx = (rank + 1) % size, pv = (rank + size - 1) % size, sv = rank, got = -1;
+		MPI_Sendrecv_c(&sv, 1, MPI_INT, nx, 21, &got, 1, MPI_INT, pv, 21, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		MPI_Type_free(&cv);
+		OUT("large count 2: allgather %d %d, scatter %d, alltoall %d %d, extent %lld lb %lld, pack %lld/%lld unpacked %g %g %g %g, sendrecv %d",
+		    ag[0], ag[size - 1], sr, rq[0], rq[size - 1], (long long)cext, (long long)clb, (long long)pos, (long long)psz, du[0], du[4],
+		    du[8], du[1], got);
+	}
 	MPI_Finalize();
 	return 0;
 }
