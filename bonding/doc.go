@@ -99,12 +99,13 @@
 //     may start message m only when m is below the credit it was told, so a
 //     block always finds its receive. Credit rides on every message, and
 //     on credit-only messages when the peer runs short.
-//   - RDMA writes are split into one contiguous segment per live rail,
-//     sized in proportion to each rail's measured throughput (an EWMA of
-//     bytes completed over busy windows of at least 200 µs; equal at the
-//     start; every rail keeps at least an eighth of its equal share so that
-//     it stays measured), and each segment is cut into RDMAPiece rail
-//     writes. The first write to a peer handle asks the peer for the rail
+//   - RDMA writes are cut into RDMAPiece rail writes, which the live rails
+//     pull as they drain, each at most two pieces ahead: a faster rail
+//     takes more, and no rail idles while another still has a backlog
+//     (a split fixed in advance by each rail's measured rate left rails
+//     idle at the end of every write whenever the estimates were off).
+//     Rails still measure their throughput (an EWMA of bytes completed over
+//     busy windows of at least 200 µs, RailStats.Rate). The first write to a peer handle asks the peer for the rail
 //     handles behind it (query/reply, cached). With immediate data, a notice
 //     carrying the immediate follows once every piece has completed, so the
 //     remote receive completes exactly once, after all the data landed.

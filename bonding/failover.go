@@ -67,13 +67,8 @@ func (v *VI) railDown(rl *rail) {
 	rl.stats.Failures++
 	v.resetRail(rl)
 	r := rl.idx
-	for pos := v.sqReap; pos < v.sqStart; pos++ {
-		st := &v.ss[v.sq.Slot(pos)]
-		if st.rdma && !st.done && st.next[r] < st.end[r] {
-			v.ctl.pushBack(work{kind: kindRDMA, pos: pos, off: st.next[r], n: st.end[r] - st.next[r]})
-			st.next[r] = st.end[r]
-		}
-	}
+	// (Pieces of RDMA writes not yet handed out wait for the other rails;
+	// the ones the rail had in flight come back as failed completions.)
 	if v.liveRails() == 0 {
 		v.failLocked(fmt.Errorf("%w (last: rail %d: %w)", ErrAllRails, r, cause), 0, descriptors.StatusTransport, false)
 		return

@@ -20,7 +20,7 @@ type sendState struct {
 	blocksOut      int
 	left           int // eager: blocks; RDMA: bytes not yet completed
 	peer           *peerRegion
-	next, end      [maxRails]int
+	rdmaNext       int // RDMA: the first byte not yet handed to a rail
 }
 
 // peerRegion is what the peer told us about one of its bond handles.
@@ -171,10 +171,16 @@ func (v *VI) nextWork(r int) (work, bool) {
 			off := st.blocksOut * st.blockLen
 			st.blocksOut++
 			return work{kind: kindData, pos: pos, off: off, n: min(st.blockLen, st.total-off)}, true
-		case st.rdma && st.next[r] < st.end[r]:
-			n := min(v.b.opts.RDMAPiece, st.end[r]-st.next[r])
-			w := work{kind: kindRDMA, pos: pos, off: st.next[r], n: n}
-			st.next[r] += n
+		case st.rdma && st.rdmaNext < st.total:
+			// Rails pull an RDMA write's pieces as they drain, at most
+			// rdmaAhead bytes ahead each: a faster rail takes more, and
+			// none sits idle while another still has a backlog.
+			if v.rails[r].inflight >= v.rdmaAhead() {
+				return work{}, false
+			}
+			n := min(v.b.opts.RDMAPiece, st.total-st.rdmaNext)
+			w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}
+			st.rdmaNext += n
 			return w, true
 		}
 		if pos == v.cur[r] {
@@ -238,7 +244,6 @@ func (v *VI) start(pos uint64) bool {
 			}
 			return true
 		}
-		v.split(st, total)
 		return true
 	}
 	// At or above the stripe threshold a message is cut into one block
@@ -267,43 +272,10 @@ func (v *VI) liveRails() int {
 	return n
 }
 
-// split gives each live rail one contiguous segment of an RDMA write,
-// sized in proportion to the rail's measured throughput.
-//
-// Every live rail gets at least an eighth of its equal share: a rail whose
-// estimate fell low must still carry data, or it would never be measured
-// again.
-func (v *VI) split(st *sendState, total int) {
-	var sum float64
-	live, last := 0, -1
-	for r, rl := range v.rails {
-		if rl.live && !rl.failed {
-			sum += rl.rate
-			live++
-			last = r
-		}
-	}
-	floor := sum / float64(8*max(live, 1))
-	wsum := 0.0
-	for _, rl := range v.rails {
-		if rl.live && !rl.failed {
-			wsum += max(rl.rate, floor)
-		}
-	}
-	off := 0
-	for r, rl := range v.rails {
-		if !rl.live || rl.failed {
-			continue
-		}
-		n := total - off
-		if r != last {
-			n = int(float64(total) * max(rl.rate, floor) / wsum)
-			n = min(total-off, n&^4095)
-		}
-		st.next[r], st.end[r] = off, off+n
-		off += n
-	}
-}
+// rdmaAhead is how many bytes of RDMA writes a rail may have in flight:
+// two pieces, so that it has the next one queued when one completes, and
+// the rest of a message stays free for whichever rail drains first.
+func (v *VI) rdmaAhead() int { return 2 * v.b.opts.RDMAPiece }
 
 // railSegs appends the rail-r segments of bytes [off, off+n) of d to dst.
 func (v *VI) railSegs(dst []descriptors.Segment, d *descriptors.Descriptor, r, off, n int) []descriptors.Segment {
