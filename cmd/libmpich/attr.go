@@ -14,13 +14,19 @@ import (
 // keyval is a user attribute key: its copy and delete callbacks (C
 // functions, NULL for MPI_COMM_NULL_COPY_FN and MPI_COMM_NULL_DELETE_FN)
 // and the program's extra state.
+//
+// The extra state and the attribute values are the program's void *, which
+// often hold plain integers: they are kept as uintptr, never in a Go
+// pointer, where the runtime would take a small one for a bad pointer and
+// abort (it did, copying a stack under load).
 type keyval struct {
-	copyFn, deleteFn, extra unsafe.Pointer
-	freed                   bool // MPI_Comm_free_keyval: no new attributes
+	copyFn, deleteFn unsafe.Pointer
+	extra            C.uintptr_t
+	freed            bool // MPI_Comm_free_keyval: no new attributes
 }
 
 // attr is an attribute a communicator holds.
-type attr struct{ val unsafe.Pointer }
+type attr struct{ val C.uintptr_t }
 
 // keyFirst is the first user keyval: MPICH's indirect keyval handles,
 // apart from MPI_KEYVAL_INVALID and the predefined keys.
@@ -49,17 +55,17 @@ func (l *library) setPredefined(size int) {
 
 // predefinedAttr returns the value pointer of a predefined attribute.
 // l.mu is held.
-func (l *library) predefinedAttr(key int32) (unsafe.Pointer, bool) {
+func (l *library) predefinedAttr(key int32) (C.uintptr_t, bool) {
 	for i, k := range predefined {
 		if k == key && l.attrVals != nil {
-			return unsafe.Add(l.attrVals, i*int(unsafe.Sizeof(C.int(0)))), true
+			return C.uintptr_t(uintptr(unsafe.Add(l.attrVals, i*int(unsafe.Sizeof(C.int(0)))))), true
 		}
 	}
-	return nil, false
+	return 0, false
 }
 
 //export PMPI_Comm_create_keyval
-func PMPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra unsafe.Pointer) (mpirc C.int) {
+func PMPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Comm_create_keyval", &mpirc)
 	if key == nil {
 		return ret("MPI_Comm_create_keyval", errorf(errArg, "NULL keyval"))
@@ -72,7 +78,7 @@ func PMPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra 
 }
 
 //export PMPI_Keyval_create
-func PMPI_Keyval_create(copyFn, deleteFn unsafe.Pointer, key *C.int, extra unsafe.Pointer) C.int {
+func PMPI_Keyval_create(copyFn, deleteFn unsafe.Pointer, key *C.int, extra C.uintptr_t) C.int {
 	return PMPI_Comm_create_keyval(copyFn, deleteFn, key, extra)
 }
 
@@ -99,7 +105,7 @@ func PMPI_Comm_free_keyval(key *C.int) (mpirc C.int) {
 func PMPI_Keyval_free(key *C.int) C.int { return PMPI_Comm_free_keyval(key) }
 
 //export PMPI_Comm_set_attr
-func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val unsafe.Pointer) (mpirc C.int) {
+func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Comm_set_attr", &mpirc)
 	ce, err := lib.comm(comm)
 	if err != nil {
@@ -128,7 +134,7 @@ func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val unsafe.Pointer) (mpirc C
 }
 
 //export PMPI_Attr_put
-func PMPI_Attr_put(comm C.MPI_Comm, key C.int, val unsafe.Pointer) C.int {
+func PMPI_Attr_put(comm C.MPI_Comm, key C.int, val C.uintptr_t) C.int {
 	return PMPI_Comm_set_attr(comm, key, val)
 }
 
@@ -160,7 +166,7 @@ func PMPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.
 	}
 	*flag = 0
 	if ok {
-		*(*unsafe.Pointer)(out) = val
+		*(*C.uintptr_t)(out) = val
 		*flag = 1
 	}
 	return errSuccess

@@ -12,6 +12,14 @@ static void ev_call_op(void *fn, void *in, void *inout, int len, MPI_Datatype dt
 typedef int (*ev_copy_fn)(MPI_Comm, int, void *, void *, void *, int *);
 typedef int (*ev_delete_fn)(MPI_Comm, int, void *, void *);
 
+#include <stdint.h>
+
+// ev_status turns a status argument into a pointer, or NULL for
+// MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE ((MPI_Status *)1): such
+// sentinels must never sit in a Go pointer, where the runtime's stack
+// copier and collector take them for bad pointers and abort.
+static MPI_Status *ev_status(uintptr_t p) { return p <= 1 ? NULL : (MPI_Status *)p; }
+
 static void ev_call_errh(void *fn, MPI_Comm comm, int code) {
 	((ev_errh_fn)fn)(&comm, &code);
 }
@@ -31,20 +39,20 @@ static void ev_call_op_cxx(void *cxx, void *fn, void *in, void *inout, int len, 
 	((ev_op_cxx)cxx)(in, inout, len, dt, fn);
 }
 
-static int ev_call_copy(void *fn, MPI_Comm comm, int key, void *extra, void *in, void **out, int *flag) {
-	return ((ev_copy_fn)fn)(comm, key, extra, in, (void *)out, flag);
+static int ev_call_copy(void *fn, MPI_Comm comm, int key, uintptr_t extra, uintptr_t in, uintptr_t *out, int *flag) {
+	return ((ev_copy_fn)fn)(comm, key, (void *)extra, (void *)in, (void *)out, flag);
 }
 
 typedef int (*ev_greq_query)(void *, MPI_Status *);
 typedef int (*ev_greq_free)(void *);
 typedef int (*ev_greq_cancel)(void *, int);
 
-static int ev_call_greq_query(void *fn, void *extra, MPI_Status *st) { return ((ev_greq_query)fn)(extra, st); }
-static int ev_call_greq_free(void *fn, void *extra) { return ((ev_greq_free)fn)(extra); }
-static int ev_call_greq_cancel(void *fn, void *extra, int complete) { return ((ev_greq_cancel)fn)(extra, complete); }
+static int ev_call_greq_query(void *fn, uintptr_t extra, MPI_Status *st) { return ((ev_greq_query)fn)((void *)extra, st); }
+static int ev_call_greq_free(void *fn, uintptr_t extra) { return ((ev_greq_free)fn)((void *)extra); }
+static int ev_call_greq_cancel(void *fn, uintptr_t extra, int complete) { return ((ev_greq_cancel)fn)((void *)extra, complete); }
 
-static int ev_call_delete(void *fn, MPI_Comm comm, int key, void *val, void *extra) {
-	return ((ev_delete_fn)fn)(comm, key, val, extra);
+static int ev_call_delete(void *fn, MPI_Comm comm, int key, uintptr_t val, uintptr_t extra) {
+	return ((ev_delete_fn)fn)(comm, key, (void *)val, (void *)extra);
 }
 */
 import "C"
@@ -53,6 +61,9 @@ import "unsafe"
 
 // Calls of the program's C callbacks (a Go file with //export cannot
 // define C functions in its preamble).
+
+// statusPtr is a status argument as a pointer, nil for the ignore values.
+func statusPtr(p C.uintptr_t) *C.MPI_Status { return C.ev_status(p) }
 
 func callErrhandler(eh *errhandler, comm C.MPI_Comm, code int) {
 	if eh.cxx != nil {
@@ -73,24 +84,26 @@ func callOp(u *userOp, in, inout unsafe.Pointer, n int, dt C.MPI_Datatype) {
 
 // callCopy runs an attribute copy callback; it returns the callback's
 // code, the new value and whether to attach it.
-func callCopy(fn unsafe.Pointer, comm C.MPI_Comm, key int32, extra, in unsafe.Pointer) (int, unsafe.Pointer, bool) {
-	var out unsafe.Pointer
+func callCopy(fn unsafe.Pointer, comm C.MPI_Comm, key int32, extra, in C.uintptr_t) (int, C.uintptr_t, bool) {
+	var out C.uintptr_t
 	var flag C.int
 	rc := C.ev_call_copy(fn, comm, C.int(key), extra, in, &out, &flag)
 	return int(rc), out, flag != 0
 }
 
-func callDelete(fn unsafe.Pointer, comm C.MPI_Comm, key int32, val, extra unsafe.Pointer) int {
+func callDelete(fn unsafe.Pointer, comm C.MPI_Comm, key int32, val, extra C.uintptr_t) int {
 	return int(C.ev_call_delete(fn, comm, C.int(key), val, extra))
 }
 
-func callGreqQuery(fn, extra unsafe.Pointer, st *C.MPI_Status) int {
+func callGreqQuery(fn unsafe.Pointer, extra C.uintptr_t, st *C.MPI_Status) int {
 	return int(C.ev_call_greq_query(fn, extra, st))
 }
 
-func callGreqFree(fn, extra unsafe.Pointer) int { return int(C.ev_call_greq_free(fn, extra)) }
+func callGreqFree(fn unsafe.Pointer, extra C.uintptr_t) int {
+	return int(C.ev_call_greq_free(fn, extra))
+}
 
-func callGreqCancel(fn, extra unsafe.Pointer, complete bool) int {
+func callGreqCancel(fn unsafe.Pointer, extra C.uintptr_t, complete bool) int {
 	c := C.int(0)
 	if complete {
 		c = 1

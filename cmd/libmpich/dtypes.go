@@ -520,8 +520,9 @@ func countOf(per, bytes int64) int64 {
 }
 
 //export PMPI_Get_elements
-func PMPI_Get_elements(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
+func PMPI_Get_elements(stArg C.uintptr_t, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_elements", &mpirc)
+	st := statusPtr(stArg)
 	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Get_elements", err)
@@ -531,8 +532,9 @@ func PMPI_Get_elements(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc
 }
 
 //export PMPI_Get_elements_x
-func PMPI_Get_elements_x(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
+func PMPI_Get_elements_x(stArg C.uintptr_t, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Get_elements_x", &mpirc)
+	st := statusPtr(stArg)
 	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Get_elements_x", err)

@@ -3,6 +3,7 @@
  * Only types: the prototypes come from cgo's own export header. */
 #ifndef ETHERVIA_MPI_TYPES_H
 #define ETHERVIA_MPI_TYPES_H
+#include <stdint.h> /* uintptr_t: arguments that may hold sentinels, not pointers */
 typedef int MPI_Comm;
 typedef int MPI_Datatype;
 typedef int MPI_Op;

@@ -21,14 +21,15 @@ import (
 
 // grequest is the state of one generalized request.
 type grequest struct {
-	query, free, cancel, extra unsafe.Pointer
-	done                       chan struct{}
-	once                       sync.Once
-	st                         C.MPI_Status // what query wrote
+	query, free, cancel unsafe.Pointer
+	extra               C.uintptr_t // the program's void *, maybe not a pointer
+	done                chan struct{}
+	once                sync.Once
+	st                  C.MPI_Status // what query wrote
 }
 
 //export PMPI_Grequest_start
-func PMPI_Grequest_start(query, free, cancel, extra unsafe.Pointer, req *C.MPI_Request) (mpirc C.int) {
+func PMPI_Grequest_start(query, free, cancel unsafe.Pointer, extra C.uintptr_t, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Grequest_start", &mpirc)
 	const fn = "MPI_Grequest_start"
 	if query == nil || free == nil || cancel == nil || req == nil {

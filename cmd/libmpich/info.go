@@ -287,8 +287,9 @@ func PMPI_Is_thread_main(flag *C.int) (mpirc C.int) {
 }
 
 //export PMPI_Status_set_cancelled
-func PMPI_Status_set_cancelled(st *C.MPI_Status, flag C.int) (mpirc C.int) {
+func PMPI_Status_set_cancelled(stArg C.uintptr_t, flag C.int) (mpirc C.int) {
 	defer guard("MPI_Status_set_cancelled", &mpirc)
+	st := statusPtr(stArg)
 	st.count_hi_and_cancelled &^= 1
 	if flag != 0 {
 		st.count_hi_and_cancelled |= 1
@@ -297,8 +298,9 @@ func PMPI_Status_set_cancelled(st *C.MPI_Status, flag C.int) (mpirc C.int) {
 }
 
 //export PMPI_Status_set_elements
-func PMPI_Status_set_elements(st *C.MPI_Status, dt C.MPI_Datatype, count C.int) (mpirc C.int) {
+func PMPI_Status_set_elements(stArg C.uintptr_t, dt C.MPI_Datatype, count C.int) (mpirc C.int) {
 	defer guard("MPI_Status_set_elements", &mpirc)
+	st := statusPtr(stArg)
 	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Status_set_elements", err)

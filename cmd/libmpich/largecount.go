@@ -32,13 +32,13 @@ func PMPI_Send_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, dest,
 }
 
 //export PMPI_Recv_c
-func PMPI_Recv_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Recv_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Recv_c", &mpirc)
 	n, rc, ok := intCount("MPI_Recv_c", comm, count)
 	if !ok {
 		return rc
 	}
-	return PMPI_Recv(buf, n, dt, src, tag, comm, st)
+	return PMPI_Recv(buf, n, dt, src, tag, comm, stArg)
 }
 
 //export PMPI_Isend_c
@@ -92,8 +92,9 @@ func PMPI_Allreduce_c(sbuf, rbuf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Dat
 }
 
 //export PMPI_Get_count_c
-func PMPI_Get_count_c(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
+func PMPI_Get_count_c(stArg C.uintptr_t, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Get_count_c", &mpirc)
+	st := statusPtr(stArg)
 	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Get_count_c", err)
@@ -103,10 +104,10 @@ func PMPI_Get_count_c(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (
 }
 
 //export PMPI_Get_elements_c
-func PMPI_Get_elements_c(st *C.MPI_Status, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
+func PMPI_Get_elements_c(stArg C.uintptr_t, dt C.MPI_Datatype, count *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Get_elements_c", &mpirc)
 	var x C.MPI_Count
-	if rc := PMPI_Get_elements_x(st, dt, &x); rc != errSuccess {
+	if rc := PMPI_Get_elements_x(stArg, dt, &x); rc != errSuccess {
 		return rc
 	}
 	*count = x

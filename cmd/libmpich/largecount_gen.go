@@ -481,13 +481,13 @@ func PMPI_Issend_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, des
 }
 
 //export PMPI_Mrecv_c
-func PMPI_Mrecv_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, message *C.MPI_Message, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Mrecv_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, message *C.MPI_Message, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Mrecv_c", &mpirc)
 	countInt, countRC, countOK := intCount("MPI_Mrecv_c", commWorld, count)
 	if !countOK {
 		return countRC
 	}
-	if rc := PMPI_Mrecv(buf, countInt, dt, message, st); rc != errSuccess {
+	if rc := PMPI_Mrecv(buf, countInt, dt, message, stArg); rc != errSuccess {
 		return rc
 	}
 	return errSuccess
@@ -770,7 +770,7 @@ func PMPI_Send_init_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, 
 }
 
 //export PMPI_Sendrecv_c
-func PMPI_Sendrecv_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_Datatype, dest C.int, stag C.int, rbuf unsafe.Pointer, rcount C.MPI_Count, rtype C.MPI_Datatype, src C.int, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Sendrecv_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_Datatype, dest C.int, stag C.int, rbuf unsafe.Pointer, rcount C.MPI_Count, rtype C.MPI_Datatype, src C.int, rtag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Sendrecv_c", &mpirc)
 	scountInt, scountRC, scountOK := intCount("MPI_Sendrecv_c", comm, scount)
 	if !scountOK {
@@ -780,20 +780,20 @@ func PMPI_Sendrecv_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_Dataty
 	if !rcountOK {
 		return rcountRC
 	}
-	if rc := PMPI_Sendrecv(sbuf, scountInt, stype, dest, stag, rbuf, rcountInt, rtype, src, rtag, comm, st); rc != errSuccess {
+	if rc := PMPI_Sendrecv(sbuf, scountInt, stype, dest, stag, rbuf, rcountInt, rtype, src, rtag, comm, stArg); rc != errSuccess {
 		return rc
 	}
 	return errSuccess
 }
 
 //export PMPI_Sendrecv_replace_c
-func PMPI_Sendrecv_replace_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, dest C.int, stag C.int, src C.int, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Sendrecv_replace_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, dest C.int, stag C.int, src C.int, rtag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Sendrecv_replace_c", &mpirc)
 	countInt, countRC, countOK := intCount("MPI_Sendrecv_replace_c", comm, count)
 	if !countOK {
 		return countRC
 	}
-	if rc := PMPI_Sendrecv_replace(buf, countInt, dt, dest, stag, src, rtag, comm, st); rc != errSuccess {
+	if rc := PMPI_Sendrecv_replace(buf, countInt, dt, dest, stag, src, rtag, comm, stArg); rc != errSuccess {
 		return rc
 	}
 	return errSuccess

@@ -46,8 +46,9 @@ func handOutMessage(ce *commEntry, msg *mplite.Message, out *C.MPI_Message) {
 }
 
 //export PMPI_Mprobe
-func PMPI_Mprobe(src, tag C.int, comm C.MPI_Comm, message *C.MPI_Message, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Mprobe(src, tag C.int, comm C.MPI_Comm, message *C.MPI_Message, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Mprobe", &mpirc)
+	st := statusPtr(stArg)
 	if src == procNull {
 		*message = messageNoProc
 		emptyStatus(st, procNull)
@@ -67,8 +68,9 @@ func PMPI_Mprobe(src, tag C.int, comm C.MPI_Comm, message *C.MPI_Message, st *C.
 }
 
 //export PMPI_Improbe
-func PMPI_Improbe(src, tag C.int, comm C.MPI_Comm, flag *C.int, message *C.MPI_Message, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Improbe(src, tag C.int, comm C.MPI_Comm, flag *C.int, message *C.MPI_Message, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Improbe", &mpirc)
+	st := statusPtr(stArg)
 	if src == procNull {
 		*flag, *message = 1, messageNoProc
 		emptyStatus(st, procNull)
@@ -92,8 +94,9 @@ func PMPI_Improbe(src, tag C.int, comm C.MPI_Comm, flag *C.int, message *C.MPI_M
 }
 
 //export PMPI_Mrecv
-func PMPI_Mrecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, message *C.MPI_Message, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Mrecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, message *C.MPI_Message, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Mrecv", &mpirc)
+	st := statusPtr(stArg)
 	if *message == messageNoProc {
 		*message = messageNull
 		emptyStatus(st, procNull)

@@ -341,8 +341,9 @@ func PMPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.
 }
 
 //export PMPI_Recv
-func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Recv", &mpirc)
+	st := statusPtr(stArg)
 	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
 	if err != nil {
 		return retc(comm, "MPI_Recv", err)
@@ -365,8 +366,9 @@ func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 
 //export PMPI_Sendrecv
 func PMPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest, stag C.int,
-	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Sendrecv", &mpirc)
+	st := statusPtr(stArg)
 	ce, sb, err := p2pArgs(sbuf, scount, stype, stag, false, comm)
 	if err != nil {
 		return retc(comm, "MPI_Sendrecv", err)
@@ -386,7 +388,7 @@ func PMPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest
 		emptyStatus(st, procNull)
 		return errSuccess
 	case dest == procNull:
-		return PMPI_Recv(rbuf, rcount, rtype, src, rtag, comm, st)
+		return PMPI_Recv(rbuf, rcount, rtype, src, rtag, comm, stArg)
 	case src == procNull:
 		emptyStatus(st, procNull)
 		return send("MPI_Sendrecv", sbuf, scount, stype, dest, stag, comm)
@@ -455,8 +457,9 @@ func PMPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.i
 }
 
 //export PMPI_Wait
-func PMPI_Wait(req *C.MPI_Request, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Wait(req *C.MPI_Request, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Wait", &mpirc)
+	st := statusPtr(stArg)
 	if *req == requestNull {
 		emptyStatus(st, anySource)
 		return errSuccess
@@ -471,8 +474,9 @@ func PMPI_Wait(req *C.MPI_Request, st *C.MPI_Status) (mpirc C.int) {
 }
 
 //export PMPI_Test
-func PMPI_Test(req *C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Test(req *C.MPI_Request, flag *C.int, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Test", &mpirc)
+	st := statusPtr(stArg)
 	*flag = 1
 	if *req == requestNull {
 		emptyStatus(st, anySource)
@@ -553,8 +557,9 @@ func finishAll(fn string, hs []C.MPI_Request, qs []*request, sts *C.MPI_Status) 
 }
 
 //export PMPI_Waitall
-func PMPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) (mpirc C.int) {
+func PMPI_Waitall(n C.int, reqs *C.MPI_Request, stsArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Waitall", &mpirc)
+	sts := statusPtr(stsArg)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -569,8 +574,9 @@ func PMPI_Waitall(n C.int, reqs *C.MPI_Request, sts *C.MPI_Status) (mpirc C.int)
 }
 
 //export PMPI_Testall
-func PMPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, sts *C.MPI_Status) (mpirc C.int) {
+func PMPI_Testall(n C.int, reqs *C.MPI_Request, flag *C.int, stsArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Testall", &mpirc)
+	sts := statusPtr(stsArg)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -598,8 +604,9 @@ func poll(round int) {
 }
 
 //export PMPI_Waitany
-func PMPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Waitany", &mpirc)
+	st := statusPtr(stArg)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -627,8 +634,9 @@ func PMPI_Waitany(n C.int, reqs *C.MPI_Request, index *C.int, st *C.MPI_Status) 
 }
 
 //export PMPI_Testany
-func PMPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Testany(n C.int, reqs *C.MPI_Request, index *C.int, flag *C.int, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Testany", &mpirc)
+	st := statusPtr(stArg)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -681,8 +689,9 @@ func probeArgs(src, tag C.int, comm C.MPI_Comm) (*commEntry, int, error) {
 }
 
 //export PMPI_Probe
-func PMPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Probe(src, tag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Probe", &mpirc)
+	st := statusPtr(stArg)
 	if src == procNull {
 		emptyStatus(st, procNull)
 		return errSuccess
@@ -700,8 +709,9 @@ func PMPI_Probe(src, tag C.int, comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int)
 }
 
 //export PMPI_Iprobe
-func PMPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Iprobe(src, tag C.int, comm C.MPI_Comm, flag *C.int, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Iprobe", &mpirc)
+	st := statusPtr(stArg)
 	if src == procNull {
 		*flag = 1
 		emptyStatus(st, procNull)

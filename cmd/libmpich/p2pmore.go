@@ -42,8 +42,9 @@ func someDone(hs []C.MPI_Request, qs []*request, indices *C.int, sts *C.MPI_Stat
 }
 
 //export PMPI_Waitsome
-func PMPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
+func PMPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, stsArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Waitsome", &mpirc)
+	sts := statusPtr(stsArg)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -68,8 +69,9 @@ func PMPI_Waitsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int
 }
 
 //export PMPI_Testsome
-func PMPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, sts *C.MPI_Status) (mpirc C.int) {
+func PMPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int, stsArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Testsome", &mpirc)
+	sts := statusPtr(stsArg)
 	var scratch [16]*request
 	hs, qs, err := lookupAll(n, reqs, scratch[:0])
 	if err != nil {
@@ -91,8 +93,9 @@ func PMPI_Testsome(n C.int, reqs *C.MPI_Request, outcount *C.int, indices *C.int
 // MPI_Request_get_status tests a request without freeing it.
 //
 //export PMPI_Request_get_status
-func PMPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (mpirc C.int) {
+func PMPI_Request_get_status(req C.MPI_Request, flag *C.int, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Request_get_status", &mpirc)
+	st := statusPtr(stArg)
 	*flag = 1
 	if req == requestNull {
 		emptyStatus(st, anySource)
@@ -115,8 +118,9 @@ func PMPI_Request_get_status(req C.MPI_Request, flag *C.int, st *C.MPI_Status) (
 //
 //export PMPI_Sendrecv_replace
 func PMPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, stag, src, rtag C.int,
-	comm C.MPI_Comm, st *C.MPI_Status) (mpirc C.int) {
+	comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Sendrecv_replace", &mpirc)
+	st := statusPtr(stArg)
 	ce, t, err := p2pArgs(buf, count, dt, stag, false, comm)
 	if err == nil {
 		err = checkTag(rtag, true)
@@ -129,7 +133,7 @@ func PMPI_Sendrecv_replace(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, d
 		emptyStatus(st, procNull)
 		return errSuccess
 	case dest == procNull:
-		return PMPI_Recv(buf, count, dt, src, rtag, comm, st)
+		return PMPI_Recv(buf, count, dt, src, rtag, comm, stArg)
 	case src == procNull:
 		emptyStatus(st, procNull)
 		return send("MPI_Sendrecv_replace", buf, count, dt, dest, stag, comm)

@@ -187,8 +187,9 @@ func PMPI_Cancel(req *C.MPI_Request) (mpirc C.int) {
 }
 
 //export PMPI_Test_cancelled
-func PMPI_Test_cancelled(st *C.MPI_Status, flag *C.int) (mpirc C.int) {
+func PMPI_Test_cancelled(stArg C.uintptr_t, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Test_cancelled", &mpirc)
+	st := statusPtr(stArg)
 	*flag = st.count_hi_and_cancelled & 1
 	return errSuccess
 }

@@ -244,8 +244,9 @@ func PMPI_Type_size(dt C.MPI_Datatype, size *C.int) (mpirc C.int) {
 }
 
 //export PMPI_Get_count
-func PMPI_Get_count(st *C.MPI_Status, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
+func PMPI_Get_count(stArg C.uintptr_t, dt C.MPI_Datatype, count *C.int) (mpirc C.int) {
 	defer guard("MPI_Get_count", &mpirc)
+	st := statusPtr(stArg)
 	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Get_count", err)
