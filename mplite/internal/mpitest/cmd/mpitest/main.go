@@ -37,7 +37,7 @@ func run(args []string) int {
 	chaos := fs.Int("chaos", 0, "instead of the suite: run this many seeded random operations (point-to-point and collective), checking every byte")
 	seed := fs.Uint64("seed", 1, "seed of -chaos (the same on every rank)")
 	kill := fs.Duration("sigkill-after", 0, "instead of the suite: every rank exchanges with the last, which SIGKILLs itself after this long")
-	peerTimeout := fs.Duration("peer-timeout", 2*time.Second, "how long a silent peer lives")
+	peerTimeout := fs.Duration("peer-timeout", mplite.DefaultPeerTimeout, "how long a silent peer lives (the library's default; a loaded machine can starve a rank for seconds)")
 	verbose := fs.Bool("v", false, "log each check")
 	if err := fs.Parse(args); err != nil {
 		return 2
