@@ -166,9 +166,8 @@ func (v *VI) onRailSend(rl *rail, d *descriptors.Descriptor) {
 		st.left--
 	case kindRDMA:
 		st.left -= w.n
-		if st.left == 0 && v.sq.At(w.pos).Control.Immediate && !st.noticeSent {
-			st.noticeSent = true
-			v.ctl.pushBack(work{kind: kindNotice, pos: w.pos})
+		if st.left == 0 && v.sq.At(w.pos).Control.Immediate {
+			v.notify()
 			return
 		}
 	case kindNotice:
@@ -176,6 +175,28 @@ func (v *VI) onRailSend(rl *rail, d *descriptors.Descriptor) {
 	if st.left == 0 && (w.kind == kindNotice || !v.sq.At(w.pos).Control.Immediate || !st.rdma) {
 		st.done = true
 		v.publish()
+		v.notify()
+	}
+}
+
+// notify sends, in order, the notice of each RDMA write with immediate
+// data whose bytes have all landed, once every earlier send's have too:
+// the receive a notice completes must find every earlier write in place,
+// as on one VI, though the pieces of later writes may finish first on
+// other rails.
+func (v *VI) notify() {
+	for pos := v.sqReap; pos < v.sqStart; pos++ {
+		st := &v.ss[v.sq.Slot(pos)]
+		if st.done {
+			continue
+		}
+		if st.left != 0 {
+			return
+		}
+		if st.rdma && !st.noticeSent && v.sq.At(pos).Control.Immediate {
+			st.noticeSent = true
+			v.ctl.pushBack(work{kind: kindNotice, pos: pos})
+		}
 	}
 }
 

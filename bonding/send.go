@@ -236,8 +236,7 @@ func (v *VI) start(pos uint64) bool {
 		st.left = total
 		if total == 0 {
 			if d.Control.Immediate {
-				st.noticeSent = true
-				v.ctl.pushBack(work{kind: kindNotice, pos: pos})
+				v.notify() // once every earlier send has landed
 			} else {
 				st.done = true
 				v.publish()
