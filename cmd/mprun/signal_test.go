@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ethervia/ethervia/testbed"
 )
 
 func TestHelpExitsZero(t *testing.T) {
@@ -73,7 +75,7 @@ func TestSIGTERMRemovesTestbed(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	tag := fmt.Sprintf("ev-mprun-%d-", cmd.Process.Pid)
+	tag := fmt.Sprintf("%smprun-%d-", testbed.Prefix(), cmd.Process.Pid)
 	waited := false
 	t.Cleanup(func() {
 		if !waited {

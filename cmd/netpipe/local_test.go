@@ -33,7 +33,7 @@ func ourNamespaces(t *testing.T) []string {
 		}
 		t.Fatal(err)
 	}
-	prefix := fmt.Sprintf("ev-np-%d-", os.Getpid())
+	prefix := fmt.Sprintf("%snp-%d-", testbed.Prefix(), os.Getpid())
 	var out []string
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), prefix) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/ethervia/ethervia/testbed"
 )
 
 // buildSelf builds this command into a temporary directory, for tests that
@@ -73,7 +75,7 @@ func TestSignalRemovesTestbed(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			tag := fmt.Sprintf("ev-np-%d-", cmd.Process.Pid)
+			tag := fmt.Sprintf("%snp-%d-", testbed.Prefix(), cmd.Process.Pid)
 			waited := false
 			t.Cleanup(func() {
 				if !waited {
@@ -129,7 +131,7 @@ func TestSweepRemovesKilledRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	tag := fmt.Sprintf("ev-np-%d-", cmd.Process.Pid)
+	tag := fmt.Sprintf("%snp-%d-", testbed.Prefix(), cmd.Process.Pid)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
