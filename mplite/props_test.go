@@ -285,6 +285,12 @@ func memPerRun(runs int, f func()) (mallocs, bytes uint64) {
 // The eager hot path (Send, Recv, Sendrecv of short messages, and Isend,
 // Irecv and Wait apart from the Request itself) allocates nothing.
 func TestEagerHotPathAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		// Under -race beside other packages' tests, a 64 KiB round counted
+		// 10-15 allocations per round in every window (not in isolation,
+		// not without -race): the instrumented runtime's, not the path's.
+		t.Skip("allocation counts mean nothing under the race detector (the normal pass runs this)")
+	}
 	for _, size := range []int{1, mplite.DefaultEagerLimit} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
