@@ -43,6 +43,19 @@ func PMPI_Allgather_init_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_
 	return errSuccess
 }
 
+//export PMPI_Allreduce_c
+func PMPI_Allreduce_c(sbuf unsafe.Pointer, rbuf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Allreduce_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Allreduce_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Allreduce(sbuf, rbuf, countInt, dt, op, comm); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
 //export PMPI_Allreduce_init_c
 func PMPI_Allreduce_init_c(sbuf unsafe.Pointer, rbuf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, op C.MPI_Op, comm C.MPI_Comm, info C.MPI_Info, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Allreduce_init_c", &mpirc)
@@ -85,6 +98,19 @@ func PMPI_Alltoall_init_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_D
 		return rcountRC
 	}
 	if rc := PMPI_Alltoall_init(sbuf, scountInt, stype, rbuf, rcountInt, rtype, comm, info, req); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
+//export PMPI_Bcast_c
+func PMPI_Bcast_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Bcast_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Bcast_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Bcast(buf, countInt, dt, root, comm); rc != errSuccess {
 		return rc
 	}
 	return errSuccess
@@ -368,6 +394,19 @@ func PMPI_Ineighbor_alltoall_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.
 	return errSuccess
 }
 
+//export PMPI_Irecv_c
+func PMPI_Irecv_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, src C.int, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Irecv_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Irecv_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Irecv(buf, countInt, dt, src, tag, comm, req); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
 //export PMPI_Ireduce_c
 func PMPI_Ireduce_c(sbuf unsafe.Pointer, rbuf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Ireduce_c", &mpirc)
@@ -432,6 +471,19 @@ func PMPI_Iscatter_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_Dataty
 		return rcountRC
 	}
 	if rc := PMPI_Iscatter(sbuf, scountInt, stype, rbuf, rcountInt, rtype, root, comm, req); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
+//export PMPI_Isend_c
+func PMPI_Isend_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, dest C.int, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
+	defer guard("MPI_Isend_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Isend_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Isend(buf, countInt, dt, dest, tag, comm, req); rc != errSuccess {
 		return rc
 	}
 	return errSuccess
@@ -605,6 +657,19 @@ func PMPI_Pack_size_c(count C.MPI_Count, dt C.MPI_Datatype, comm C.MPI_Comm, siz
 	return errSuccess
 }
 
+//export PMPI_Recv_c
+func PMPI_Recv_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, src C.int, tag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
+	defer guard("MPI_Recv_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Recv_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Recv(buf, countInt, dt, src, tag, comm, stArg); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
 //export PMPI_Recv_init_c
 func PMPI_Recv_init_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, src C.int, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Recv_init_c", &mpirc)
@@ -613,6 +678,19 @@ func PMPI_Recv_init_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, 
 		return countRC
 	}
 	if rc := PMPI_Recv_init(buf, countInt, dt, src, tag, comm, req); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
+//export PMPI_Reduce_c
+func PMPI_Reduce_c(sbuf unsafe.Pointer, rbuf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, op C.MPI_Op, root C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Reduce_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Reduce_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Reduce(sbuf, rbuf, countInt, dt, op, root, comm); rc != errSuccess {
 		return rc
 	}
 	return errSuccess
@@ -751,6 +829,19 @@ func PMPI_Scatter_init_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI_Da
 		return rcountRC
 	}
 	if rc := PMPI_Scatter_init(sbuf, scountInt, stype, rbuf, rcountInt, rtype, root, comm, info, req); rc != errSuccess {
+		return rc
+	}
+	return errSuccess
+}
+
+//export PMPI_Send_c
+func PMPI_Send_c(buf unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, dest C.int, tag C.int, comm C.MPI_Comm) (mpirc C.int) {
+	defer guard("MPI_Send_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Send_c", comm, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Send(buf, countInt, dt, dest, tag, comm); rc != errSuccess {
 		return rc
 	}
 	return errSuccess
