@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ethervia/ethervia/internal/nstest"
 	"github.com/ethervia/ethervia/testbed"
 )
 
@@ -36,25 +37,6 @@ func TestSweepTakesNoProgram(t *testing.T) {
 	if code == 2 || !strings.HasPrefix(out, "mprun: -sweep: ") {
 		t.Fatalf("-sweep: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-}
-
-// leftovers lists the namespaces, and the links in this namespace, whose
-// names carry tag, as `ip netns list` and `ip -o link` show them.
-func leftovers(t *testing.T, tag string) []string {
-	t.Helper()
-	var out []string
-	for _, args := range [][]string{{"netns", "list"}, {"-o", "link"}} {
-		b, err := exec.Command("ip", args...).Output()
-		if err != nil {
-			t.Fatalf("ip %s: %v", strings.Join(args, " "), err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, tag) {
-				out = append(out, "ip "+strings.Join(args, " ")+": "+strings.TrimSpace(l))
-			}
-		}
-	}
-	return out
 }
 
 func TestSIGTERMRemovesTestbed(t *testing.T) {
@@ -82,12 +64,7 @@ func TestSIGTERMRemovesTestbed(t *testing.T) {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		}
-		ents, _ := os.ReadDir("/run/netns")
-		for _, e := range ents {
-			if strings.Contains(e.Name(), tag) {
-				_ = exec.Command("ip", "netns", "delete", e.Name()).Run()
-			}
-		}
+		nstest.Remove(tag)
 	})
 	// Both ranks run (and say their pids) before the signal.
 	var ranks []int
@@ -104,7 +81,7 @@ func TestSIGTERMRemovesTestbed(t *testing.T) {
 	if len(ranks) < 2 {
 		t.Fatalf("ranks never started (%v)", sc.Err())
 	}
-	if len(leftovers(t, tag)) == 0 {
+	if len(nstest.Leftovers(t, tag)) == 0 {
 		t.Fatalf("no namespaces named %s* while the ranks run", tag)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -118,7 +95,7 @@ func TestSIGTERMRemovesTestbed(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 		t.Errorf("after SIGTERM: %v, want a non-zero exit", err)
 	}
-	if left := leftovers(t, tag); len(left) != 0 {
+	if left := nstest.Leftovers(t, tag); len(left) != 0 {
 		t.Errorf("left behind after SIGTERM:\n%s", strings.Join(left, "\n"))
 	}
 	for _, pid := range ranks {

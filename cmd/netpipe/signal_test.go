@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/ethervia/ethervia/internal/nstest"
 	"github.com/ethervia/ethervia/testbed"
 )
 
@@ -27,36 +27,6 @@ func buildSelf(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// leftovers lists the namespaces, and the links in this namespace, whose
-// names carry tag, as `ip netns list` and `ip -o link` show them.
-func leftovers(t *testing.T, tag string) []string {
-	t.Helper()
-	var out []string
-	for _, args := range [][]string{{"netns", "list"}, {"-o", "link"}} {
-		b, err := exec.Command("ip", args...).Output()
-		if err != nil {
-			t.Fatalf("ip %s: %v", strings.Join(args, " "), err)
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, tag) {
-				out = append(out, "ip "+strings.Join(args, " ")+": "+strings.TrimSpace(l))
-			}
-		}
-	}
-	return out
-}
-
-// removeNamespaces deletes the namespaces whose names carry tag, so a
-// failed test leaves nothing behind.
-func removeNamespaces(tag string) {
-	ents, _ := os.ReadDir("/run/netns")
-	for _, e := range ents {
-		if strings.Contains(e.Name(), tag) {
-			_ = exec.Command("ip", "netns", "delete", e.Name()).Run()
-		}
-	}
 }
 
 func TestSignalRemovesTestbed(t *testing.T) {
@@ -82,7 +52,7 @@ func TestSignalRemovesTestbed(t *testing.T) {
 					_ = cmd.Process.Kill()
 					_ = cmd.Wait()
 				}
-				removeNamespaces(tag)
+				nstest.Remove(tag)
 			})
 			// Wait for the first data point: the testbed is up and the run
 			// is in its main loop.
@@ -94,7 +64,7 @@ func TestSignalRemovesTestbed(t *testing.T) {
 					break
 				}
 			}
-			if len(leftovers(t, tag)) == 0 {
+			if len(nstest.Leftovers(t, tag)) == 0 {
 				t.Fatalf("no namespaces named %s* while running; stderr:\n%s", tag, strings.Join(lines, "\n"))
 			}
 			if err := cmd.Process.Signal(sig); err != nil {
@@ -112,7 +82,7 @@ func TestSignalRemovesTestbed(t *testing.T) {
 			if last := lines[len(lines)-1]; !strings.Contains(last, "interrupted") || strings.Count(last, "netpipe:") != 1 {
 				t.Errorf("last line %q: want one netpipe: prefix and \"interrupted\"", last)
 			}
-			if left := leftovers(t, tag); len(left) != 0 {
+			if left := nstest.Leftovers(t, tag); len(left) != 0 {
 				t.Errorf("left behind after %v:\n%s", sig, strings.Join(left, "\n"))
 			}
 		})
@@ -135,7 +105,7 @@ func TestSweepRemovesKilledRun(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		removeNamespaces(tag)
+		nstest.Remove(tag)
 	})
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() && !strings.Contains(sc.Text(), " bytes ") {
@@ -144,7 +114,7 @@ func TestSweepRemovesKilledRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if len(leftovers(t, tag)) == 0 {
+	if len(nstest.Leftovers(t, tag)) == 0 {
 		t.Fatalf("SIGKILL left no namespaces named %s* to sweep", tag)
 	}
 	stdout, _, err := runCmd(t, "-sweep")
@@ -155,7 +125,7 @@ func TestSweepRemovesKilledRun(t *testing.T) {
 	if !strings.HasPrefix(stdout, "netpipe: -sweep: removed ") || !strings.Contains(stdout, tag) {
 		t.Errorf("-sweep printed %q, want the removal of %s*", stdout, tag)
 	}
-	if left := leftovers(t, tag); len(left) != 0 {
+	if left := nstest.Leftovers(t, tag); len(left) != 0 {
 		t.Errorf("left behind after -sweep:\n%s", strings.Join(left, "\n"))
 	}
 }
