@@ -14,12 +14,6 @@ typedef int (*ev_delete_fn)(MPI_Comm, int, void *, void *);
 
 #include <stdint.h>
 
-// ev_status turns a status argument into a pointer, or NULL for
-// MPI_STATUS_IGNORE and MPI_STATUSES_IGNORE ((MPI_Status *)1): such
-// sentinels must never sit in a Go pointer, where the runtime's stack
-// copier and collector take them for bad pointers and abort.
-static MPI_Status *ev_status(uintptr_t p) { return p <= 1 ? NULL : (MPI_Status *)p; }
-
 static void ev_call_errh(void *fn, MPI_Comm comm, int code) {
 	((ev_errh_fn)fn)(&comm, &code);
 }
@@ -62,8 +56,17 @@ import "unsafe"
 // Calls of the program's C callbacks (a Go file with //export cannot
 // define C functions in its preamble).
 
-// statusPtr is a status argument as a pointer, nil for the ignore values.
-func statusPtr(p C.uintptr_t) *C.MPI_Status { return C.ev_status(p) }
+// statusPtr is a status argument as a pointer, nil for MPI_STATUS_IGNORE
+// and MPI_STATUSES_IGNORE ((MPI_Status *)1): such sentinels must never sit
+// in a Go pointer, where the runtime's stack copier and collector take
+// them for bad pointers and abort. It reads p's bits as a pointer in Go
+// (a cgo call here cost every MPI_Recv and MPI_Wait a C round trip).
+func statusPtr(p C.uintptr_t) *C.MPI_Status {
+	if p <= statusIgn {
+		return nil
+	}
+	return *(**C.MPI_Status)(unsafe.Pointer(&p))
+}
 
 func callErrhandler(eh *errhandler, comm C.MPI_Comm, code int) {
 	if eh.cxx != nil {
