@@ -300,3 +300,32 @@ func TestRDMAPiecesFollowFasterRail(t *testing.T) {
 		t.Errorf("fast rail carried %d bytes and the slow one %d: the pieces did not follow the faster rail", fast, slow)
 	}
 }
+
+// TestFinishesFirst: a write's tail piece goes to the rail that would
+// finish it first at the measured rates, counting what each has in flight,
+// and failed or dead rails are not candidates.
+func TestFinishesFirst(t *testing.T) {
+	const piece = 256 << 10
+	slow := &rail{live: true, rate: 1}
+	fast := &rail{live: true, rate: 4, inflight: piece}
+	v := &VI{rails: []*rail{slow, fast}}
+	if v.finishesFirst(0, piece) {
+		t.Error("an idle rail at a quarter of the rate took a piece the fast rail finishes sooner behind its own")
+	}
+	if !v.finishesFirst(1, piece) {
+		t.Error("the fast rail refused a piece it finishes first")
+	}
+	fast.inflight = 4 * piece // now the slow rail, idle, is done first
+	if !v.finishesFirst(0, piece) {
+		t.Error("the idle slow rail refused a piece it finishes first")
+	}
+	fast.inflight = piece
+	fast.failed = true
+	if !v.finishesFirst(0, piece) {
+		t.Error("a failed rail kept the piece from the only working one")
+	}
+	fast.failed, fast.live = false, false
+	if !v.finishesFirst(0, piece) {
+		t.Error("a rail that is not live kept the piece from the only live one")
+	}
+}

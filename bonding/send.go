@@ -175,10 +175,15 @@ func (v *VI) nextWork(r int) (work, bool) {
 			// Rails pull an RDMA write's pieces as they drain, at most
 			// rdmaAhead bytes ahead each: a faster rail takes more, and
 			// none sits idle while another still has a backlog.
+			n := min(v.b.opts.RDMAPiece, st.total-st.rdmaNext)
 			if v.rails[r].inflight >= v.rdmaAhead() {
 				return work{}, false
 			}
-			n := min(v.b.opts.RDMAPiece, st.total-st.rdmaNext)
+			// In a write's tail (no more left than the rails can hold),
+			// a piece goes to the rail that will finish it first.
+			if st.total-st.rdmaNext <= len(v.rails)*v.rdmaAhead() && !v.finishesFirst(r, n) {
+				return work{}, false
+			}
 			w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}
 			st.rdmaNext += n
 			return w, true
@@ -275,6 +280,24 @@ func (v *VI) liveRails() int {
 // two pieces, so that it has the next one queued when one completes, and
 // the rest of a message stays free for whichever rail drains first.
 func (v *VI) rdmaAhead() int { return 2 * v.b.opts.RDMAPiece }
+
+// finishesFirst reports whether rail r, at its measured rate and behind
+// what it has in flight, would finish n more bytes no later than any other
+// live rail would. A slow rail thus leaves the tail of a write to faster
+// ones instead of holding the last pieces while they idle; in the middle
+// of a write it still takes a piece whenever its queue is short enough.
+func (v *VI) finishesFirst(r, n int) bool {
+	mine := float64(v.rails[r].inflight+n) / v.rails[r].rate
+	for s, rl := range v.rails {
+		if s == r || !rl.live || rl.failed {
+			continue
+		}
+		if float64(rl.inflight+n)/rl.rate < mine {
+			return false
+		}
+	}
+	return true
+}
 
 // railSegs appends the rail-r segments of bytes [off, off+n) of d to dst.
 func (v *VI) railSegs(dst []descriptors.Segment, d *descriptors.Descriptor, r, off, n int) []descriptors.Segment {

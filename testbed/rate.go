@@ -103,6 +103,37 @@ func ParseRate(s string) (uint64, error) {
 	return uint64(bits), nil
 }
 
+// ParseRates reads a comma-separated list of rates, one per rail
+// ("250mbit,500mbit"), each as ParseRate does. One entry means the same rate
+// on every rail.
+func ParseRates(s string) ([]uint64, error) {
+	parts := strings.Split(s, ",")
+	out := make([]uint64, len(parts))
+	for i, p := range parts {
+		v, err := ParseRate(p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// SetRates applies a list from ParseRates to c: one rate goes to every rail
+// (Rate), one per rail to RailRates. Set c.Rails first.
+func (c *Config) SetRates(rates []uint64) error {
+	rails := max(c.Rails, 1)
+	switch len(rates) {
+	case 1:
+		c.Rate, c.RailRates = rates[0], nil
+	case rails:
+		c.Rate, c.RailRates = 0, rates
+	default:
+		return fmt.Errorf("%w: %d rates for %d rails (give one, or one per rail)", ErrRate, len(rates), rails)
+	}
+	return nil
+}
+
 // FormatRate writes bits/s in tc's style with the largest decimal unit that
 // keeps it whole: 1000000000 is "1gbit", 1500000 is "1500kbit".
 func FormatRate(bitsPerSec uint64) string {

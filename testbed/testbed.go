@@ -91,6 +91,10 @@ type Config struct {
 	// Rate is the per-port tbf rate limit in bit/s applied at build time;
 	// 0 means none. ParseRate reads tc-style strings.
 	Rate uint64
+	// RailRates, when set, gives each rail its own rate (bit/s, 0 for
+	// none) in place of Rate: bonds over unequal NICs. Its length must be
+	// Rails.
+	RailRates []uint64
 	// Name is a short tag (letters and digits, up to MaxTag) in every
 	// namespace name; "" means "tb".
 	Name string
@@ -104,6 +108,15 @@ type Config struct {
 	// frames pass untouched. 0 means nic.DefaultEtherType. Use AllEtherTypes
 	// to fault every frame.
 	FaultEtherType uint16
+}
+
+// railRate is the rate of rail r's ports: RailRates[r] if RailRates is set,
+// else Rate.
+func (c Config) railRate(r int) uint64 {
+	if c.RailRates != nil {
+		return c.RailRates[r]
+	}
+	return c.Rate
 }
 
 // AllEtherTypes as Config.FaultEtherType makes the fault injector act on
@@ -149,9 +162,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.IPv4 && c.NoIPv4 {
 		return c, errors.New("testbed: IPv4 and NoIPv4 both set")
 	}
-	if c.Rate != 0 {
-		if _, err := tbfParams(c.Rate, c.MTU); err != nil {
-			return c, fmt.Errorf("testbed: %w", err)
+	if c.RailRates != nil && len(c.RailRates) != c.Rails {
+		return c, fmt.Errorf("testbed: %d rail rates for %d rails", len(c.RailRates), c.Rails)
+	}
+	for r := 0; r < c.Rails; r++ {
+		if rate := c.railRate(r); rate != 0 {
+			if _, err := tbfParams(rate, c.MTU); err != nil {
+				return c, fmt.Errorf("testbed: rail %d: %w", r, err)
+			}
 		}
 	}
 	return c, nil
@@ -294,10 +312,10 @@ func (tb *Testbed) build(ctx context.Context) error {
 	if err := waitLinks(ctx, ls); err != nil {
 		return err
 	}
-	if cfg.Rate != 0 {
-		for _, h := range tb.hosts {
-			for r := 0; r < cfg.Rails; r++ {
-				if err := tb.setRate(h.Index, r, cfg.Rate); err != nil {
+	for _, h := range tb.hosts {
+		for r := 0; r < cfg.Rails; r++ {
+			if rate := cfg.railRate(r); rate != 0 {
+				if err := tb.setRate(h.Index, r, rate); err != nil {
 					return err
 				}
 			}

@@ -507,6 +507,44 @@ func TestConfigRate(t *testing.T) {
 	}
 }
 
+func TestConfigRailRates(t *testing.T) {
+	needRoot(t)
+	rates := []uint64{250_000_000, 0, 500_000_000}
+	tb := build(t, Config{Hosts: 2, Rails: 3, Topology: Switch, Rate: 1e9, RailRates: rates})
+	for h := 0; h < 2; h++ {
+		for r, want := range rates {
+			if got, err := tb.Rate(h, r); err != nil || got != want {
+				t.Errorf("Rate(%d, %d) = %d, %v; want %d", h, r, got, err, want)
+			}
+		}
+	}
+}
+
+func TestParseRates(t *testing.T) {
+	got, err := ParseRates("250mbit, 500mbit,0")
+	if err != nil || len(got) != 3 || got[0] != 250e6 || got[1] != 500e6 || got[2] != 0 {
+		t.Errorf("ParseRates = %v, %v", got, err)
+	}
+	if got, err := ParseRates("1gbit"); err != nil || len(got) != 1 || got[0] != 1e9 {
+		t.Errorf("ParseRates(1gbit) = %v, %v", got, err)
+	}
+	c := Config{Rails: 2}
+	if err := c.SetRates([]uint64{1, 2}); err != nil || c.Rate != 0 || len(c.RailRates) != 2 {
+		t.Errorf("SetRates(2 of 2) = %v, %+v", err, c)
+	}
+	if err := c.SetRates([]uint64{5}); err != nil || c.Rate != 5 || c.RailRates != nil {
+		t.Errorf("SetRates(1 of 2) = %v, %+v", err, c)
+	}
+	if err := c.SetRates([]uint64{1, 2, 3}); !errors.Is(err, ErrRate) {
+		t.Errorf("SetRates(3 of 2) = %v; want ErrRate", err)
+	}
+	for _, bad := range []string{"", "1gbit,", ",1gbit", "1gbit,x"} {
+		if _, err := ParseRates(bad); !errors.Is(err, ErrRate) {
+			t.Errorf("ParseRates(%q) = %v; want ErrRate", bad, err)
+		}
+	}
+}
+
 func TestSetPortUp(t *testing.T) {
 	needRoot(t)
 	// Long enough that a frame the bridge forwards would have arrived.
@@ -880,6 +918,8 @@ func TestConfigErrors(t *testing.T) {
 		{Hosts: 2, Topology: 7},
 		{Hosts: 2, Rate: 4},
 		{Hosts: 2, Rate: 100, MTU: 65535}, // bucket of two frames would take minutes
+		{Hosts: 2, Rails: 2, RailRates: []uint64{1e9}},
+		{Hosts: 2, Rails: 2, RailRates: []uint64{1e9, 4}},
 	} {
 		if tb, err := New(c); err == nil {
 			tb.Close()

@@ -77,7 +77,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.np, "np", 2, "number of ranks (hosts)")
 	fs.IntVar(&o.nics, "nics", 1, "rails (NICs) per host; more than one bonds them")
 	fs.IntVar(&o.mtu, "mtu", 1500, "MTU of every link")
-	fs.StringVar(&o.rate, "rate", "", "per-port rate limit, tc style (e.g. 1gbit)")
+	fs.StringVar(&o.rate, "rate", "", "per-port rate limit, tc style (e.g. 1gbit); a comma list gives each NIC its own")
 	fs.Float64Var(&o.drop, "drop", 0, "probability that a switch port drops an Ethervia frame")
 	fs.Float64Var(&o.corrupt, "corrupt", 0, "probability that a switch port flips a byte of an Ethervia frame")
 	fs.Float64Var(&o.dup, "dup", 0, "probability that a switch port sends an Ethervia frame twice")
@@ -220,7 +220,11 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 		cfg.Topology = testbed.Pair
 	}
 	if o.rate != "" {
-		if cfg.Rate, err = testbed.ParseRate(o.rate); err != nil {
+		rates, err := testbed.ParseRates(o.rate)
+		if err == nil {
+			err = cfg.SetRates(rates)
+		}
+		if err != nil {
 			return fmt.Errorf("mprun: -rate: %w", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/testbed"
 )
 
 // defaultUpper is the default -u. NetPIPE 3 has no upper bound and stops
@@ -69,7 +70,7 @@ type options struct {
 	retries            int
 	tcp                string
 	set                map[string]bool
-	rateBits           uint64
+	rates              []uint64 // from -rate: one for every link, or one per link
 	isRoot             bool
 	modules            netpipe.Modules
 	stdout, stderr     io.Writer
@@ -94,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.links, "links", 1, "parallel links (NICs) between the two hosts")
 	fs.BoolVar(&o.pin, "pin", true, "-local: run each end's thread on its own CPU, as on two hosts")
 	fs.BoolVar(&o.bond, "bond", false, "vi: bond the links (package bonding) even when there is only one")
-	fs.StringVar(&o.rate, "rate", "", "per-link rate limit, e.g. 1gbit (builds a switch)")
+	fs.StringVar(&o.rate, "rate", "", "per-link rate limit, e.g. 1gbit, or one per link: 250mbit,500mbit (builds a switch)")
 	fs.IntVar(&o.mtu, "mtu", 0, "link MTU (default 1500)")
 	fs.Float64Var(&o.drop, "drop", 0, "random frame loss probability on every link (builds a switch)")
 	fs.Float64Var(&o.corrupt, "corrupt", 0, "-mem only: probability that a frame gets one byte flipped")
@@ -200,11 +201,14 @@ func (o *options) validate() error {
 		return fmt.Errorf("-progress %q: want auto, on or off", o.progress)
 	}
 	if o.rate != "" {
-		bits, err := parseRate(o.rate)
+		rates, err := testbed.ParseRates(o.rate)
+		if err == nil && len(rates) != 1 && len(rates) != o.links {
+			err = fmt.Errorf("%d rates for %d links (give one, or one per link)", len(rates), o.links)
+		}
 		if err != nil {
 			return fmt.Errorf("-rate %q: %w", o.rate, err)
 		}
-		o.rateBits = bits
+		o.rates = rates
 	}
 	modes := 0
 	for _, m := range []bool{o.local, o.mem, o.iface != ""} {

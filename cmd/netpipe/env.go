@@ -26,8 +26,6 @@ func modules() netpipe.Modules {
 	return netpipe.DefaultModules()
 }
 
-func parseRate(s string) (uint64, error) { return testbed.ParseRate(s) }
-
 func randomJobKey() uint32 {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -123,19 +121,26 @@ type faultSetter interface {
 // host's namespace.
 func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment, error) {
 	topo := testbed.Pair
-	if o.rateBits != 0 || o.drop != 0 {
+	if o.rates != nil || o.drop != 0 {
 		topo = testbed.Switch // rate limits and faults sit on the switch ports
 	}
-	tb, err := testbed.NewContext(ctx, testbed.Config{
-		Hosts: 2, Rails: o.links, Topology: topo, MTU: o.mtu, Rate: o.rateBits, Name: "np",
-	})
+	cfg := testbed.Config{Hosts: 2, Rails: o.links, Topology: topo, MTU: o.mtu, Name: "np"}
+	if o.rates != nil {
+		if err := cfg.SetRates(o.rates); err != nil {
+			return nil, fmt.Errorf("-rate: %w", err)
+		}
+	}
+	tb, err := testbed.NewContext(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("-local: %w", err)
 	}
 	env := &environment{kind: "local", driver: o.driver, mtu: tb.Config().MTU}
 	env.closers = append(env.closers, tb.Close)
 	env.describe = fmt.Sprintf("local testbed (%s topology", topo)
-	if o.rate != "" {
+	switch {
+	case len(o.rates) > 1:
+		env.describe += ", links at " + o.rate
+	case o.rate != "":
 		env.describe += ", " + o.rate + " per link"
 	}
 	if o.drop != 0 {

@@ -266,6 +266,8 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"-mem", "-l", "0"},
 		{"-mem", "-l", "100", "-u", "10"},
 		{"-mem", "-rate", "1gbit"},
+		{"-local", "-links", "2", "-rate", "1gbit,1gbit,1gbit"},
+		{"-local", "-rate", "1gbit,"},
 		{"-mem", "-drop", "1.5"},
 		{"-mem", "-module", "nope"},
 		{"-mem", "-local"},
