@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# 1-byte latency of the VI module over K links with the two ends in two processes, in two network
+# 1-byte latency of the VI module (or MODULE=mplite) over K links with the two ends in two processes, in two network
 # namespaces joined by K veth pairs (netpipe's two-machine mode: -r on one end, -peer on the
 # other), each end pinned to its own CPU (PIN=1) as it would run on a host of its own. Where
 # `netpipe -local` runs both ends in one Go process with one P each, here each end has a whole Go
 # runtime (its sysmon, helper goroutines) on its one CPU. Configurations run interleaved for
 # ROUNDS rounds; prints each one's runs, median and ratio to the plain link (1) and to the bond over
 # one link (1b). Needs root and an idle machine.
-# Env: ROUNDS (7), KS ("1 1b 2 3 4": K links, bonded when K > 1; 1b is one bonded link),
+# Env: MODULE (vi; mplite bonds by itself whenever K > 1 and has no 1b), ROUNDS (7),
+# KS ("1 1b 2 3 4": K links, bonded when K > 1; 1b is one bonded link; "1 2 3 4" for mplite),
 # DRIVER (afxdp), PIN (1), OUT (work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+MODULE=${MODULE:-vi}
 ROUNDS=${ROUNDS:-7}
-KS=${KS:-1 1b 2 3 4}
+if [ "$MODULE" = vi ]; then KS=${KS:-1 1b 2 3 4}; else KS=${KS:-1 2 3 4}; fi
 DRIVER=${DRIVER:-afxdp}
 PIN=${PIN:-1}
 OUT=${OUT:-$(mktemp -d)}
@@ -44,7 +46,7 @@ done
 mac() { ip -n "$1" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
 pin() { if [ "$PIN" = 1 ]; then echo "taskset -c $1"; fi; }
 
-common=(-module vi -driver "$DRIVER" -job 7707 -l 1 -u 1 -trials 5 -runtime 100ms -o '' -progress off)
+common=(-module "$MODULE" -driver "$DRIVER" -job 7707 -l 1 -u 1 -trials 5 -runtime 100ms -o '' -progress off)
 : >"$OUT/samples"
 for r in $(seq "$ROUNDS"); do
 	for k in $KS; do
@@ -80,6 +82,6 @@ print("| links | runs (µs) | median (µs) | x one link | x bond over one link |
 print("|---|---|---|---|---|")
 for k in sys.argv[2].split():
     one = med.get("1", float("nan"))
-    b1 = med.get("1b", float("nan"))
+    b1 = med.get("1b", one)
     print(f"| {k} | {' '.join(f'{x:.2f}' for x in runs[k])} | {med[k]:.2f} | {med[k]/one:.2f} | {med[k]/b1:.2f} |")
 EOF

@@ -122,7 +122,7 @@ func runIntegrity(t *testing.T, a, b *end, va, vb *VI) {
 		for r := range k {
 			sum += b1[r] - b0[r]
 			if n >= 1<<20 && b1[r] == b0[r] {
-				t.Fatalf("write %d: rail %d carried no segment", n, r)
+				t.Fatalf("write %d: rail %d carried no segment (rails %+v)", n, r, va.Stats().Rails)
 			}
 		}
 		if sum != uint64(n) {

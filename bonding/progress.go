@@ -34,9 +34,17 @@ func (v *VI) progressLocked() {
 			rl.activeRound = v.round
 		}
 	}
-	v.checkRails()
-	v.maybeCredit()
-	v.schedule()
+	// What follows changes only with a rail completion, whoever handled
+	// it (slots, credit, rates, a rail's state), or a post (which
+	// schedules itself); a spinning waiter's empty rounds skip it but for
+	// every quietPollEvery-th, which also notices a rail the reconnect
+	// goroutine brought back.
+	if v.changed || all {
+		v.changed = false
+		v.checkRails()
+		v.maybeCredit()
+		v.schedule()
+	}
 }
 
 // Rail polling: a rail is polled every round while it is hot (a completion
@@ -104,6 +112,7 @@ func (v *VI) drainSends(rl *rail) int {
 
 // onRailSend handles the completion of the oldest rail send.
 func (v *VI) onRailSend(rl *rail, d *descriptors.Descriptor) {
+	v.changed = true
 	if rl.n == 0 {
 		return // cannot happen: every rail send has a slot
 	}

@@ -60,6 +60,7 @@ func (v *VI) PostRecv(d *descriptors.Descriptor) error {
 
 // onRailRecv handles a rail receive and posts its buffer again.
 func (v *VI) onRailRecv(rl *rail, d *descriptors.Descriptor) {
+	v.changed = true
 	if !d.Status.Failed() {
 		buf := d.Segments[0].Buf[:d.Length]
 		var h header

@@ -2,6 +2,7 @@ package bonding
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/internal/seq"
@@ -169,30 +170,49 @@ func (v *VI) nextWork(r int) (work, bool) {
 		case st.done:
 		case !st.rdma && st.blocksOut < st.nblocks:
 			off := st.blocksOut * st.blockLen
+			n := min(st.blockLen, st.total-off)
+			if st.nblocks == 1 && !v.smallRail(r, n) {
+				// Another rail will carry it sooner; later sends wait
+				// for it, to keep one message's blocks in order.
+				return work{}, false
+			}
 			st.blocksOut++
-			return work{kind: kindData, pos: pos, off: off, n: min(st.blockLen, st.total-off)}, true
+			return work{kind: kindData, pos: pos, off: off, n: n}, true
 		case st.rdma && st.rdmaNext < st.total:
-			// Rails pull an RDMA write's pieces as they drain, at most
-			// rdmaAhead bytes ahead each: a faster rail takes more, and
-			// none sits idle while another still has a backlog.
-			n := min(v.b.opts.RDMAPiece, st.total-st.rdmaNext)
-			if v.rails[r].inflight >= v.rdmaAhead() {
-				return work{}, false
+			// Rails pull an RDMA write's pieces as they drain, two
+			// pieces ahead each: a faster rail takes more, none sits idle
+			// while another still has a backlog, and as pieces last about
+			// pieceTime on any rail, the rails finish a write within about
+			// that of each other.
+			n := min(v.piece(r), st.total-st.rdmaNext)
+			if v.rails[r].inflight < 2*v.piece(r) {
+				w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}
+				st.rdmaNext += n
+				return w, true
 			}
-			// In a write's tail (no more left than the rails can hold),
-			// a piece goes to the rail that will finish it first.
-			if st.total-st.rdmaNext <= len(v.rails)*v.rdmaAhead() && !v.finishesFirst(r, n) {
-				return work{}, false
-			}
-			w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}
-			st.rdmaNext += n
-			return w, true
+			// This rail has enough of the write; a later message (a
+			// handshake's reply, say) may go ahead of the pieces still
+			// to be pulled rather than wait for the whole write.
+			continue
 		}
 		if pos == v.cur[r] {
 			v.cur[r]++
 		}
 	}
 	return work{}, false
+}
+
+// smallRail reports whether rail r should carry a message of one n-byte
+// block: the first live rail with nothing in flight (the one the peer
+// polls first), or when every rail is busy the one that finishes it first,
+// so that a short reply does not queue behind a bulk transfer's pieces.
+func (v *VI) smallRail(r, n int) bool {
+	for s, rl := range v.rails {
+		if rl.live && !rl.failed && rl.inflight == 0 {
+			return s == r
+		}
+	}
+	return v.finishesFirst(r, n)
 }
 
 // start begins the send at pos: it takes a message number if the send
@@ -276,16 +296,33 @@ func (v *VI) liveRails() int {
 	return n
 }
 
-// rdmaAhead is how many bytes of RDMA writes a rail may have in flight:
-// two pieces, so that it has the next one queued when one completes, and
-// the rest of a message stays free for whichever rail drains first.
-func (v *VI) rdmaAhead() int { return 2 * v.b.opts.RDMAPiece }
+// Pieces last about pieceTime on their rail, but are at least minPiece
+// bytes: what a rail holds in flight (two pieces) is what a frame sent
+// behind it waits at a rate-limited switch port, where the queue is.
+const (
+	pieceTime = 2 * time.Millisecond
+	minPiece  = 32 << 10
+)
+
+// piece is the RDMA piece size for rail r: pieceTime at its measured rate,
+// from minPiece to Options.RDMAPiece. At 100 Mbit/s two 256 KiB pieces
+// held a reply 42 ms behind them; a rail not yet measured takes full ones.
+func (v *VI) piece(r int) int {
+	b := v.rails[r].rate * float64(pieceTime)
+	switch {
+	case b >= float64(v.b.opts.RDMAPiece):
+		return v.b.opts.RDMAPiece
+	case b <= minPiece:
+		return min(minPiece, v.b.opts.RDMAPiece)
+	}
+	return int(b)
+}
 
 // finishesFirst reports whether rail r, at its measured rate and behind
 // what it has in flight, would finish n more bytes no later than any other
-// live rail would. A slow rail thus leaves the tail of a write to faster
-// ones instead of holding the last pieces while they idle; in the middle
-// of a write it still takes a piece whenever its queue is short enough.
+// live rail would. (For RDMA pieces this rule, on rates measured with the
+// noise of a shared CPU, starved rails of equal speed; time-sized pieces
+// bound how far apart the rails finish instead.)
 func (v *VI) finishesFirst(r, n int) bool {
 	mine := float64(v.rails[r].inflight+n) / v.rails[r].rate
 	for s, rl := range v.rails {

@@ -137,7 +137,10 @@ type VIStats struct {
 // over the bond's rails, with a send and a receive work queue used like a
 // vi.VI's. It is safe for concurrent use.
 type VI struct {
-	b           *Bond
+	b *Bond
+	// changed says a rail descriptor completed since the last full
+	// progress round (see progressLocked); the VI's lock guards it.
+	changed     bool
 	attrs       Attributes
 	maxTransfer int
 	maxSegs     int
