@@ -36,6 +36,12 @@ type Bond struct {
 	// blocked counts the waiters sleeping in each rail's device
 	// (VI.sleep); whoever publishes a completion interrupts those.
 	blocked [maxRails]atomic.Int32
+	// cqRound numbers the progress rounds of CQ polls; polled holds, per
+	// rail, the round in which a VI last polled that rail's device, so
+	// that the other VIs of the round only drain what it delivered (one
+	// system call per rail and round, not one per peer).
+	cqRound atomic.Uint64
+	polled  [maxRails]atomic.Uint64
 
 	mu      sync.RWMutex
 	closed  bool

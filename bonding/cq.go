@@ -131,8 +131,9 @@ func (cq *CQ) Done() (Completion, bool) {
 	if c, ok := cq.pop(); ok {
 		return c, true
 	}
+	round := cq.b.cqRound.Add(1)
 	for _, v := range *cq.vis.Load() {
-		v.poll()
+		v.poll(round)
 	}
 	return cq.pop()
 }
@@ -230,10 +231,10 @@ func (cq *CQ) Close() error {
 	return nil
 }
 
-// poll makes progress for a CQ poll.
-func (v *VI) poll() {
+// poll makes progress for a CQ poll in the given round (Bond.cqRound).
+func (v *VI) poll(round uint64) {
 	v.polls.Add(1)
 	v.mu.Lock()
-	v.progressLocked()
+	v.progressRound(round)
 	v.mu.Unlock()
 }

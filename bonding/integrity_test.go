@@ -329,3 +329,24 @@ func TestFinishesFirst(t *testing.T) {
 		t.Error("a rail that is not live kept the piece from the only live one")
 	}
 }
+
+// TestSmallRail: a one-block message goes on the first live rail while its
+// queue drains within smallQueue, even if another rail is idle, and to the
+// rail that finishes it first once that queue is longer.
+func TestSmallRail(t *testing.T) {
+	r0 := &rail{live: true, rate: 0.0125, inflight: 1500} // 100 Mbit/s, one frame: 120 µs
+	r1 := &rail{live: true, rate: 0.0125}
+	v := &VI{rails: []*rail{r0, r1}}
+	if !v.smallRail(0, 100) || v.smallRail(1, 100) {
+		t.Error("a short queue on the first rail sent a small message elsewhere")
+	}
+	r0.inflight = 64 << 10 // 5 ms
+	if v.smallRail(0, 100) || !v.smallRail(1, 100) {
+		t.Error("a small message queued behind 5 ms of the first rail while the second was idle")
+	}
+	r0.failed = true
+	r1.inflight = 64 << 10
+	if !v.smallRail(1, 100) {
+		t.Error("with the first rail failed, the second (now first live) refused a small message")
+	}
+}

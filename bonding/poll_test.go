@@ -201,3 +201,30 @@ func TestRailMaxBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestCQRoundPollsEachRailOnce: a CQ with several VIs polls each rail's
+// device once per round, not once per VI (each poll is a system call on a
+// kernel driver, and a rank has a VI per peer).
+func TestCQRoundPollsEachRailOnce(t *testing.T) {
+	const vis, rounds = 4, 2000
+	a, b := memPair(t, 2, 1500, memnic.Faults{}, testOptions(), 1<<20)
+	cq, err := a.b.NewCQ(vis * a.b.Options().QueueDepth)
+	mustf(t, err, "new cq")
+	for i := range vis {
+		va := a.newVI(t, Attributes{RecvCQ: cq})
+		vb := b.newVI(t, Attributes{})
+		connect(t, a, b, va, vb, uint64(40+i))
+	}
+	before := a.ports[0].RecvCalls()
+	for range rounds {
+		if _, ok := cq.Done(); ok {
+			t.Fatal("a completion on an idle CQ")
+		}
+	}
+	calls := a.ports[0].RecvCalls() - before
+	t.Logf("%d rounds over %d VIs: %d polls of rail 0", rounds, vis, calls)
+	// The rail goroutines may poll too, but far from once per VI.
+	if calls >= 2*rounds {
+		t.Errorf("%d rounds over %d VIs polled rail 0 %d times: want about one per round", rounds, vis, calls)
+	}
+}

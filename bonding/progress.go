@@ -7,11 +7,16 @@ import (
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/internal/wake"
+	"github.com/ethervia/ethervia/vi"
 )
 
 // progressLocked takes the rails' completions, re-sends the work of failed
 // rails, posts new work and publishes completed descriptors. v.mu is held.
-func (v *VI) progressLocked() {
+func (v *VI) progressLocked() { v.progressRound(0) }
+
+// progressRound is progressLocked as part of CQ round round (0: none,
+// poll every rail this VI polls).
+func (v *VI) progressRound(round uint64) {
 	// Rails connected before the bond is established keep their messages
 	// queued until it is.
 	if v.state != Connected {
@@ -30,7 +35,7 @@ func (v *VI) progressLocked() {
 		if first && rl.live && !rl.failed {
 			poll, first = true, false
 		}
-		if poll && v.reap(r) {
+		if poll && v.reap(r, round) {
 			rl.activeRound = v.round
 		}
 	}
@@ -63,11 +68,18 @@ const (
 // along with another one's entry (or taken back by resetRail) leaves a
 // stale entry behind, which costs a pop. Whoever else takes an entry, the
 // rail goroutine, drains both of the rail's queues right after.
-func (v *VI) reap(r int) (found bool) {
+func (v *VI) reap(r int, round uint64) (found bool) {
 	rl := v.rails[r]
 	// One pass over the device; what it found is drained without more
 	// passes (each costs the rail's locks, a ring check and a flush).
-	c, ok := rl.cq.Done()
+	// In a CQ round another VI may have made that pass already.
+	var c vi.Completion
+	var ok bool
+	if round != 0 && v.b.polled[r].Swap(round) == round {
+		c, ok = rl.cq.Ready()
+	} else {
+		c, ok = rl.cq.Done()
+	}
 	for ok {
 		found = true
 		if c.Recv {

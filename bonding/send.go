@@ -203,17 +203,27 @@ func (v *VI) nextWork(r int) (work, bool) {
 }
 
 // smallRail reports whether rail r should carry a message of one n-byte
-// block: the first live rail with nothing in flight (the one the peer
-// polls first), or when every rail is busy the one that finishes it first,
-// so that a short reply does not queue behind a bulk transfer's pieces.
+// block: the first live rail (the one the peer polls every round) while
+// what it holds in flight drains within smallQueue, else the rail that
+// finishes it first, so that a short reply does not queue behind a bulk
+// transfer's pieces. (Sending it on any idle rail instead put small
+// messages on rails whose acknowledgement was merely pending, and a peer
+// that receives on a second rail polls two devices for a while.)
 func (v *VI) smallRail(r, n int) bool {
 	for s, rl := range v.rails {
-		if rl.live && !rl.failed && rl.inflight == 0 {
-			return s == r
+		if rl.live && !rl.failed {
+			if float64(rl.inflight)/rl.rate <= float64(smallQueue) {
+				return s == r
+			}
+			break
 		}
 	}
 	return v.finishesFirst(r, n)
 }
+
+// smallQueue is how long a queue on the first live rail may take to drain
+// before small messages look for a faster rail.
+const smallQueue = 500 * time.Microsecond
 
 // start begins the send at pos: it takes a message number if the send
 // consumes a receive (and the peer's credit allows), resolves an RDMA

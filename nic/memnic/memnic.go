@@ -198,6 +198,7 @@ type Port struct {
 
 	txFrames, txBytes, txErrors      atomic.Uint64
 	rxFrames, rxBytes, rxDropped     atomic.Uint64
+	recvCalls                        atomic.Uint64
 	rxForeign                        atomic.Uint64
 	delivered, lost, dup, reord, cor atomic.Uint64
 
@@ -515,8 +516,13 @@ func (p *Port) nextEvent() int64 {
 	return next
 }
 
+// RecvCalls returns how many times Recv was called: the polls a driver
+// would make as system calls, for tests of how often layers above poll.
+func (p *Port) RecvCalls() uint64 { return p.recvCalls.Load() }
+
 // Recv implements nic.Device.
 func (p *Port) Recv(bufs [][]byte, lens []int) (int, error) {
+	p.recvCalls.Add(1)
 	if p.isClosed() {
 		return 0, fmt.Errorf("memnic port %d: recv: %w", p.index, nic.ErrClosed)
 	}
