@@ -38,6 +38,9 @@ func run(args []string) int {
 	seed := fs.Uint64("seed", 1, "seed of -chaos (the same on every rank)")
 	kill := fs.Duration("sigkill-after", 0, "instead of the suite: every rank exchanges with the last, which SIGKILLs itself after this long")
 	peerTimeout := fs.Duration("peer-timeout", mplite.DefaultPeerTimeout, "how long a silent peer lives (the library's default; a loaded machine can starve a rank for seconds)")
+	loop := fs.String("loop", "", "instead of the suite: repeat alltoall (every rank) or pingpong (ranks 0 and 1) for -for, checking every byte")
+	loopSize := fs.Int("size", 1<<20, "message (pingpong) or block (alltoall) size of -loop")
+	loopFor := fs.Duration("for", 2*time.Second, "how long -loop runs")
 	verbose := fs.Bool("v", false, "log each check")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -69,6 +72,22 @@ func run(args []string) int {
 		}
 		fmt.Printf("mpitest: %s: chaos ok: %d ops, %d messages, %d bytes checked in %v\n", who, sum.Ops, sum.Messages, sum.Bytes,
 			time.Since(start).Round(time.Millisecond))
+		return 0
+	}
+	if *loop != "" {
+		res, err := runLoop(c, *loop, *loopSize, *loopFor)
+		st := c.Stats()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
+			c.Close()
+			return 1
+		}
+		if err := c.Finalize(); err != nil {
+			fmt.Fprintf(os.Stderr, "mpitest: %s: finalize: %v\n", who, err)
+			return 1
+		}
+		fmt.Printf("mpitest: %s: loop %s ok: %d calls, %d bytes checked in %v; rails %d, rail failures %d, first seen in call %d\n",
+			who, *loop, res.calls, res.bytes, time.Since(start).Round(time.Millisecond), st.Rails, st.RailFailures, res.failedIn)
 		return 0
 	}
 	if *kill > 0 {
