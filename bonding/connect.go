@@ -296,7 +296,6 @@ func (v *VI) endConnect(op string, peer Peer, err error) error {
 	for r, rl := range v.rails {
 		rl.addr = vi.Address{MAC: v.peer.MACs[r], Discriminator: peer.Discriminator ^ ReconnectBit}
 		rl.live, rl.failed, rl.connecting = rl.v.State() == vi.Connected, false, false
-		rl.lastDone = v.b.now()
 	}
 	v.state, v.err = Connected, nil
 	v.sndMsn, v.peerLimit, v.rcvMsn, v.announced, v.hiSeen = 0, 0, 0, 0, 0

@@ -114,7 +114,6 @@ func (v *VI) reconnect(rl *rail, ctx context.Context) {
 			}
 			rl.live, rl.failed, rl.connecting = true, false, false
 			rl.stats.Reconnects++
-			rl.lastDone = v.b.now()
 			v.schedule()
 			v.mu.Unlock()
 			return

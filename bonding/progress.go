@@ -52,6 +52,42 @@ func (v *VI) progressRound(round uint64) {
 	}
 }
 
+// sampleRate counts n completed bytes on rl towards its rate. Throughput
+// is bytes completed over a window of time during which the rail was never
+// idle (post starts a window on an idle rail). Single completions are no
+// good samples: a rail CQ is reaped in batches. The clock is read only for
+// windows that can reach a sample: a small message posted on an idle rail
+// starts none (a ping-pong then reads no clock for rates), and the window
+// starts at its completion if the rail is still busy.
+func (v *VI) sampleRate(rl *rail, n int) {
+	if rl.winStart == 0 {
+		if rl.n > 0 {
+			rl.winStart, rl.winBytes = v.b.now(), 0
+		}
+		return
+	}
+	rl.winBytes += n
+	if rl.winBytes < rateMinBytes {
+		return
+	}
+	now := v.b.now()
+	dt := now - rl.winStart
+	if dt < rateWindow {
+		return
+	}
+	sample := float64(rl.winBytes) / float64(dt)
+	if dt > rateMaxWindow {
+		// A stall (loss repaired by a timeout, a rail failing), not the
+		// rail's speed: no sample.
+	} else if rl.samples == 0 {
+		rl.rate = sample
+	} else {
+		rl.rate += (sample - rl.rate) * rateGain
+	}
+	rl.samples++
+	rl.winStart, rl.winBytes = now, 0
+}
+
 // Rail polling: a rail is polled every round while it is hot (a completion
 // in the last hotRounds rounds), and otherwise every quietPollEvery rounds.
 const (
@@ -159,25 +195,7 @@ func (v *VI) onRailSend(rl *rail, d *descriptors.Descriptor) {
 	}
 	rl.stats.Sent++
 	rl.stats.SentBytes += uint64(w.n)
-	now := v.b.now()
-	// Throughput: bytes completed over a window of time during which the
-	// rail was never idle (post starts a window on an idle rail). Single
-	// completions are no good samples: a rail CQ is reaped in batches.
-	rl.winBytes += w.n
-	if dt := now - rl.winStart; dt >= rateWindow && rl.winBytes >= rateMinBytes {
-		sample := float64(rl.winBytes) / float64(dt)
-		if dt > rateMaxWindow {
-			// A stall (loss repaired by a timeout, a rail failing), not
-			// the rail's speed: no sample.
-		} else if rl.samples == 0 {
-			rl.rate = sample
-		} else {
-			rl.rate += (sample - rl.rate) * rateGain
-		}
-		rl.samples++
-		rl.winStart, rl.winBytes = now, 0
-	}
-	rl.lastDone = now
+	v.sampleRate(rl, w.n)
 	if w.kind == kindCredit || w.kind == kindQuery || w.kind == kindReply || w.pos < v.sqReap {
 		return
 	}

@@ -24,7 +24,6 @@ type slot struct {
 	d   descriptors.Descriptor
 	hdr []byte
 	w   work
-	at  int64
 }
 
 // rail is one rail of a bonded VI: its rail VI and CQ, the send slots in
@@ -51,10 +50,9 @@ type rail struct {
 	hdrArea, recvArea []byte
 	hdrH, recvH       descriptors.MemHandle
 	rate              float64 // bytes per nanosecond
-	lastDone          int64
-	winStart          int64 // the rate window: since when the rail was busy
-	winBytes          int   // bytes completed in the window
-	samples           int   // rate samples taken
+	winStart          int64   // the rate window: since when the rail was busy; 0: not timed
+	winBytes          int     // bytes completed in the window
+	samples           int     // rate samples taken
 	stats             RailStats
 	hdrRegd, recvRegd bool
 	// activeRound is the last progress round that found a completion on

@@ -221,6 +221,10 @@ func (v *VI) smallRail(r, n int) bool {
 	return v.finishesFirst(r, n)
 }
 
+// smallWork is the size below which a message posted on an idle rail
+// starts no rate window.
+const smallWork = 4 << 10
+
 // smallQueue is how long a queue on the first live rail may take to drain
 // before small messages look for a faster rail.
 const smallQueue = 500 * time.Microsecond
@@ -378,10 +382,13 @@ func (v *VI) railSegs(dst []descriptors.Segment, d *descriptors.Descriptor, r, o
 func (v *VI) post(rl *rail, w work) bool {
 	s := &rl.slots[(rl.head+rl.n)%len(rl.slots)]
 	s.w = w
-	s.at = v.b.now()
 	if rl.n == 0 {
-		// The rail was idle: its rate window starts now.
-		rl.winStart, rl.winBytes = s.at, 0
+		// The rail was idle: its rate window starts now, unless this is
+		// a small message (see sampleRate).
+		rl.winStart, rl.winBytes = 0, 0
+		if w.n >= smallWork {
+			rl.winStart = v.b.now()
+		}
 	}
 	d := &s.d
 	d.Control = descriptors.Control{}

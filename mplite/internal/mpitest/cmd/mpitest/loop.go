@@ -41,10 +41,8 @@ func runLoop(c *mplite.Comm, op string, size int, d time.Duration) (loopResult, 
 	failures := c.Stats().RailFailures
 	end := time.Now().Add(d)
 	for call := 1; ; call++ {
-		// Every rank must agree when to stop: rank 0 decides, the others
-		// learn it with the call's own data (a flag in the first byte of
-		// each rank-0 block would tie the check to rank 0); a broadcast
-		// costs a round trip per call but keeps it simple.
+		// Every rank must agree when to stop: rank 0 decides and
+		// broadcasts it before each call.
 		stop := []byte{0}
 		if me == 0 && time.Now().After(end) {
 			stop[0] = 1
