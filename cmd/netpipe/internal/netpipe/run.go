@@ -348,7 +348,7 @@ func (r *runner) transmit(ctx context.Context) ([]Point, error) {
 	// even for streaming and bidirectional runs.
 	var tlast float64
 	for attempt := 0; ; attempt++ {
-		t, err := r.latency(ctx)
+		t, err := r.latency(ctx, runtm)
 		if err == nil {
 			tlast = t
 			break
@@ -407,14 +407,31 @@ func (r *runner) transmit(ctx context.Context) ([]Point, error) {
 	return pts, nil
 }
 
-// latency runs the first point's estimate and returns the one-way time.
-func (r *runner) latency(ctx context.Context) (float64, error) {
+// latency runs the first point's estimate and returns the one-way time:
+// LatencyRepeats round trips, or as many as fit in about runtm when the
+// first size is large (100 round trips of 8 MiB on a 250 Mbit/s link took
+// half a minute before the first point), as one round trip measures first.
+func (r *runner) latency(ctx context.Context, runtm time.Duration) (float64, error) {
+	t, err := r.roundTrips(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	n := LatencyRepeats
+	if rt := 2 * t; rt > 0 && float64(n)*rt > runtm.Seconds() {
+		n = max(1, int(runtm.Seconds()/rt))
+	}
+	return r.roundTrips(ctx, n)
+}
+
+// roundTrips times n ping-pongs of the first size and returns the one-way
+// time.
+func (r *runner) roundTrips(ctx context.Context, n int) (float64, error) {
 	r.size(r.cfg.Start)
-	if err := r.sendCtl(ctx, Control{Op: opLatency, A: uint32(r.cfg.Start), B: LatencyRepeats}); err != nil {
+	if err := r.sendCtl(ctx, Control{Op: opLatency, A: uint32(r.cfg.Start), B: uint32(n)}); err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
-	for range LatencyRepeats {
+	for range n {
 		if err := r.send(ctx); err != nil {
 			return 0, err
 		}
@@ -422,7 +439,7 @@ func (r *runner) latency(ctx context.Context) (float64, error) {
 			return 0, err
 		}
 	}
-	return time.Since(t0).Seconds() / (2 * LatencyRepeats), nil
+	return time.Since(t0).Seconds() / float64(2*n), nil
 }
 
 // point runs one data point on the transmitter and returns its time.

@@ -249,3 +249,39 @@ func TestRawLossFailsWithoutRetries(t *testing.T) {
 		t.Fatalf("20%% loss without retries: %v, want ErrLost", err)
 	}
 }
+
+// slowSender takes a millisecond for every data message it sends and
+// counts them.
+type slowSender struct {
+	Conn
+	sent int
+}
+
+func (c *slowSender) Send(ctx context.Context, msg []byte) error {
+	if len(msg) != ctlLen {
+		c.sent++
+		time.Sleep(time.Millisecond)
+	}
+	return c.Conn.Send(ctx, msg)
+}
+
+// TestLatencyEstimateFitsRunTime: where one round trip of the first size is
+// slow, the latency estimate makes as many as fit in the run time, not
+// LatencyRepeats (100 round trips of 8 MiB at 250 Mbit/s took 30 s).
+func TestLatencyEstimateFitsRunTime(t *testing.T) {
+	tx, rx, _ := memPair(t, 1, memnic.PortConfig{})
+	tc, rc := connectPair(t, RawModule{}, tx, rx)
+	slow := &slowSender{Conn: tc}
+	cfg := Config{Start: 4000, End: 4000, Trials: 1, Repeats: 1, RunTime: 10 * time.Millisecond}
+	pts, terr, rerr := runBoth(t, slow, rc, cfg)
+	if terr != nil || rerr != nil {
+		t.Fatalf("transmitter %v, receiver %v", terr, rerr)
+	}
+	if len(pts) != 1 {
+		t.Fatalf("%d points, want 1", len(pts))
+	}
+	// One probe, about 10 ms of 1 ms round trips, one timed repeat.
+	if slow.sent > 20 {
+		t.Errorf("%d data messages sent for a 10 ms run time of 1 ms round trips; want at most 20", slow.sent)
+	}
+}
