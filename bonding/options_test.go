@@ -11,8 +11,8 @@ import (
 // vi.Options (zero: DefaultAckReqDelay, negative: at once), and options
 // with their defaults filled in (Bond.Options) keep that meaning.
 func TestAckReqDelayDefaults(t *testing.T) {
-	if DefaultAckReqDelay != vi.DefaultAckReqDelay {
-		t.Fatalf("DefaultAckReqDelay %v, vi's %v", DefaultAckReqDelay, vi.DefaultAckReqDelay)
+	if DefaultAckReqDelay < vi.DefaultAckReqDelay {
+		t.Fatalf("DefaultAckReqDelay %v below vi's %v", DefaultAckReqDelay, vi.DefaultAckReqDelay)
 	}
 	for _, c := range []struct{ in, want time.Duration }{
 		{0, DefaultAckReqDelay},
