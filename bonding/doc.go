@@ -87,25 +87,35 @@
 // notice, credit, handle query, handle reply).
 //
 //   - Eager sends below Options.StripeThreshold (2 KiB, as in MP_Lite) go
-//     on one rail as one block. Longer ones are cut into one block per live
-//     rail, or into BlockSize (32 KiB) blocks when longer than that, and the
-//     blocks are handed out to the rails as they have room (RailSlots in
-//     flight each), so a faster rail takes more. The receiver copies each
-//     block from the rail's own receive buffers into the user's receive
-//     descriptor named by the msn, at the block's offset, and completes
-//     the descriptors in msn order when every block has arrived. A bitmap
-//     per receive drops blocks that arrive twice.
+//     on one rail as one block: the first live rail (the one the peer polls
+//     every round) while its queue drains within 500 µs at its measured
+//     rate, else the rail that would finish the block first, and such a
+//     message may go ahead of RDMA pieces not yet pulled, so that a
+//     handshake's reply does not queue behind a bulk transfer. Longer ones
+//     are cut into one block per live rail, or into BlockSize (32 KiB)
+//     blocks when longer than that, and the blocks are handed out to the
+//     rails as they have room (RailSlots in flight each), so a faster rail
+//     takes more. The receiver copies each block from the rail's own
+//     receive buffers into the user's receive descriptor named by the msn,
+//     at the block's offset, and completes the descriptors in msn order
+//     when every block has arrived. A bitmap per receive drops blocks that
+//     arrive twice.
 //   - Credit: every send that consumes a receive takes an msn, and the peer
 //     may start message m only when m is below the credit it was told, so a
 //     block always finds its receive. Credit rides on every message, and
 //     on credit-only messages when the peer runs short.
-//   - RDMA writes are cut into RDMAPiece rail writes, which the live rails
-//     pull as they drain, each at most two pieces ahead: a faster rail
-//     takes more, and no rail idles while another still has a backlog
-//     (a split fixed in advance by each rail's measured rate left rails
-//     idle at the end of every write whenever the estimates were off).
-//     Rails still measure their throughput (an EWMA of bytes completed over
-//     busy windows of at least 200 µs, RailStats.Rate). The first write to a peer handle asks the peer for the rail
+//   - RDMA writes are cut into pieces that the live rails pull as they
+//     drain, each at most two pieces ahead: a faster rail takes more, and
+//     no rail idles while another still has a backlog (a split fixed in
+//     advance by each rail's measured rate left rails idle at the end of
+//     every write whenever the estimates were off). A piece lasts about
+//     2 ms at its rail's measured rate (from 32 KiB up to RDMAPiece), so
+//     that rails finish a write within about that of each other and what a
+//     rail holds in flight, which is what a frame sent behind it waits at
+//     a rate-limited switch port, stays near 4 ms (two 256 KiB pieces held
+//     a reply 42 ms at 100 Mbit/s). Rails measure their throughput as an
+//     EWMA of bytes completed over busy windows of at least 200 µs and
+//     64 KiB (RailStats.Rate). The first write to a peer handle asks the peer for the rail
 //     handles behind it (query/reply, cached). With immediate data, a notice
 //     carrying the immediate follows once every piece has completed, so the
 //     remote receive completes exactly once, after all the data landed.
@@ -131,7 +141,10 @@
 //     first live rail, which carries the peer's
 //     small messages, and the rails with work in flight or a completion in
 //     the last 64 rounds, once each; the quiet ones only every 8th round,
-//     as a poll is a system call on most drivers. One goroutine
+//     as a poll is a system call on most drivers. A CQ polls each rail's
+//     device once per round for all the VIs attached to it (the others
+//     drain what that poll delivered), and a round that completed nothing
+//     skips scheduling. One goroutine
 //     per rail and connection blocks on that rail's CQ and handles what
 //     arrives while nobody polls, and wakes a blocked waiter. While a wait
 //     spins, or sleeps in the rail's device, these goroutines stay parked,

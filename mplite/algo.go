@@ -393,6 +393,31 @@ func phasedEligible(s selection) bool {
 // shortAllgather: the logarithmic allgathers only below allgatherLong.
 func shortAllgather(s selection) bool { return s.n*s.m < allgatherLong }
 
+// shortAllreduce: the logarithmic allreduces only below allreduceLong, or
+// for an op that is not commutative (the ring is not eligible then).
+func shortAllreduce(s selection) bool { return s.m < allreduceLong || !s.commutative }
+
+// allreduceLong is the vector size (bytes) from which a commutative
+// Allreduce takes the ring. The model gives Rabenseifner's algorithm and
+// the ring the same bytes and Rabenseifner fewer start-ups, but its
+// halving steps swap half the vector between pairs while the ring moves
+// equal pieces between neighbours: at 1 MiB on 8 ranks at 100 Mbit/s the
+// ring took 160 ms against 199 over one NIC and 90 against 113 over two
+// bonded ones (docs/performance.md, Bonding), 166 against 243 in another
+// sitting; at 64 KiB the two were level.
+const allreduceLong = 512 << 10
+
+// pairwiseAlltoall and linearAlltoall split the direct exchanges at
+// alltoallLong bytes per block: below it the pairwise exchange (one partner
+// a step, no port receiving from every rank at once) took 19.9 ms against
+// the linear one's 23.5 at 64 KiB over two bonded NICs at 100 Mbit/s
+// (level over one); at 1 MiB the linear one, all exchanges in flight
+// together, was 5-7 % faster over one NIC or two.
+func pairwiseAlltoall(s selection) bool { return s.m < alltoallLong }
+func linearAlltoall(s selection) bool   { return s.m >= alltoallLong }
+
+const alltoallLong = 512 << 10
+
 // allgatherLong is the result size (bytes, all ranks' blocks) from which
 // Allgather takes the ring whatever the model says. MPICH switches at the
 // same 512 KiB (Thakur, Rabenseifner and Gropp, "Optimization of
@@ -449,13 +474,13 @@ func newAlgoTables() *algoTables {
 		}},
 
 		allreduce: collTable{coll: collAllreduce, fallback: algoRecursiveDoubling, algos: []algoEntry{
-			{id: algoRecursiveDoubling, name: "recursive_doubling",
+			{id: algoRecursiveDoubling, name: "recursive_doubling", eligible: shortAllreduce,
 				cost: func(n, m int) (float64, float64) {
 					_, lgp, fold := foldPow2(n)
 					M := float64(m)
 					return lgp + 2*fold, lgp*M + 2*fold*M
 				}},
-			{id: algoRabenseifner, name: "rabenseifner",
+			{id: algoRabenseifner, name: "rabenseifner", eligible: shortAllreduce,
 				cost: func(n, m int) (float64, float64) {
 					p, lgp, fold := foldPow2(n)
 					M := float64(m)
@@ -531,8 +556,8 @@ func newAlgoTables() *algoTables {
 					}
 					return c1, c2, float64(s.n) * c1, float64(s.n) * c2, true
 				}},
-			{id: algoPairwise, name: "pairwise", cost: linearCost},
-			{id: algoLinear, name: "linear", cost: linearCost},
+			{id: algoPairwise, name: "pairwise", cost: linearCost, eligible: pairwiseAlltoall},
+			{id: algoLinear, name: "linear", cost: linearCost, eligible: linearAlltoall},
 			{id: algoPhased, name: "phased", cost: phasedCost, eligible: phasedEligible},
 		}},
 

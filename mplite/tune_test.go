@@ -72,8 +72,11 @@ func TestSelector(t *testing.T) {
 	}{
 		{mplite.Tuning{Ts: 1, Tc: 0}, "bcast", "binomial", 1 << 20},
 		{mplite.Tuning{Ts: 0, Tc: 1}, "bcast", "scatter_allgather", 1 << 20},
-		{mplite.Tuning{Ts: 1, Tc: 0}, "allreduce", "recursive_doubling", 1 << 20},
+		{mplite.Tuning{Ts: 1, Tc: 0}, "allreduce", "recursive_doubling", 256 << 10},
 		{mplite.Tuning{Ts: 0, Tc: 1}, "allreduce", "ring", 1 << 20},
+		// From 512 KiB a commutative Allreduce takes the ring whatever
+		// the model says (measured, see allreduceLong).
+		{mplite.Tuning{Ts: 1, Tc: 0}, "allreduce", "ring", 512 << 10},
 		{mplite.Tuning{Ts: 1, Tc: 0}, "alltoall", "bruck", 64},
 		// Large blocks: Bruck's best radix sends every block straight
 		// to its rank, a direct exchange with extra copies, so a direct
@@ -116,8 +119,12 @@ func TestSelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := comms[0].Algorithm("alltoall", 64<<10); err != nil || got != "linear" {
-		t.Errorf("alltoall of 64 KiB blocks on 8 ranks sharing 2 CPUs: %q, %v; want linear", got, err)
+	// Direct exchanges: pairwise below 512 KiB blocks, linear from there.
+	if got, err := comms[0].Algorithm("alltoall", 64<<10); err != nil || got != "pairwise" {
+		t.Errorf("alltoall of 64 KiB blocks on 8 ranks sharing 2 CPUs: %q, %v; want pairwise", got, err)
+	}
+	if got, err := comms[0].Algorithm("alltoall", 1<<20); err != nil || got != "linear" {
+		t.Errorf("alltoall of 1 MiB blocks on 8 ranks sharing 2 CPUs: %q, %v; want linear", got, err)
 	}
 	for _, c := range comms {
 		mplite.Abandon(c)
