@@ -184,8 +184,9 @@ func (v *VI) nextWork(r int) (work, bool) {
 			// while another still has a backlog, and as pieces last about
 			// pieceTime on any rail, the rails finish a write within about
 			// that of each other.
-			n := min(v.piece(r), st.total-st.rdmaNext)
-			if v.rails[r].inflight < 2*v.piece(r) {
+			piece := v.piece(r)
+			n := min(piece, st.total-st.rdmaNext)
+			if v.rails[r].inflight < 2*piece {
 				w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}
 				st.rdmaNext += n
 				return w, true
@@ -210,13 +211,8 @@ func (v *VI) nextWork(r int) (work, bool) {
 // messages on rails whose acknowledgement was merely pending, and a peer
 // that receives on a second rail polls two devices for a while.)
 func (v *VI) smallRail(r, n int) bool {
-	for s, rl := range v.rails {
-		if rl.live && !rl.failed {
-			if float64(rl.inflight)/rl.rate <= float64(smallQueue) {
-				return s == r
-			}
-			break
-		}
+	if f := v.blockRail(); f >= 0 && float64(v.rails[f].inflight)/v.rails[f].rate <= float64(smallQueue) {
+		return f == r
 	}
 	return v.finishesFirst(r, n)
 }

@@ -202,8 +202,9 @@ func (o *options) validate() error {
 	}
 	if o.rate != "" {
 		rates, err := testbed.ParseRates(o.rate)
-		if err == nil && len(rates) != 1 && len(rates) != o.links {
-			err = fmt.Errorf("%d rates for %d links (give one, or one per link)", len(rates), o.links)
+		if err == nil {
+			// The testbed's own rule: one rate, or one per link.
+			err = (&testbed.Config{Rails: o.links}).SetRates(rates)
 		}
 		if err != nil {
 			return fmt.Errorf("-rate %q: %w", o.rate, err)

@@ -99,6 +99,10 @@ func fill(b []byte, seed int) {
 	}
 }
 
+// Fill writes the suite's seeded pattern into b, for programs that check
+// their own messages the same way.
+func Fill(b []byte, seed int) { fill(b, seed) }
+
 func pattern(n, seed int) []byte {
 	b := make([]byte, n)
 	fill(b, seed)

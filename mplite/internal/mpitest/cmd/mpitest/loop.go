@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/mplite"
+	"github.com/ethervia/ethervia/mplite/internal/mpitest"
 )
 
 // loopResult is what a -loop run did.
@@ -108,14 +109,11 @@ func pingPong(c *mplite.Comm, me, call int, send, recv, want []byte) error {
 
 // fill writes the bytes rank from sends rank to in the given call.
 func fill(b []byte, from, to, call int) {
-	x := uint64(from+1)*0x9E3779B97F4A7C15 ^ uint64(to+1)<<32 ^ uint64(call)
-	for i := range b {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		b[i] = byte(x)
-	}
+	mpitest.Fill(b, (call*seedRanks+from)*seedRanks+to)
 }
+
+// seedRanks is how many ranks the seeds of fill tell apart.
+const seedRanks = 1 << 10
 
 func firstBadBlock(got, want []byte, size int) int {
 	for i := 0; i+size <= len(got); i += size {
