@@ -11,7 +11,9 @@ import (
 // host while the ranks are inside a bonded operation: Alltoall of 1 MiB
 // blocks on 4 ranks, and a 16 MiB mplite message between 2 ranks, each
 // repeated back to back (so one is always in flight at the cut) on ports of
-// 100 Mbit/s, every byte checked. Every call must complete with the right
+// 100 Mbit/s, every byte checked. The cut comes once the hosts have sent
+// 8 MiB on rail 1, which only the operations themselves do: a timed cut
+// landed before the first call on a slow machine. Every call must complete with the right
 // data on the remaining rail, and every rank must have seen the rail fail
 // during a call.
 func TestRailDownMidOperation(t *testing.T) {
@@ -27,7 +29,7 @@ func TestRailDownMidOperation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := run(t, 3*time.Minute, built.path(t, "mprun"), "-np", strconv.Itoa(tc.np), "-nics", "2", "-rate", "100mbit",
-				"-rail-down", "1@700ms", "-timeout", "2m", "--",
+				"-rail-down", "1@8MiB", "-timeout", "2m", "--",
 				built.path(t, "mpitest"), "-loop", tc.op, "-size", tc.size, "-for", "2s")
 			if err != nil {
 				t.Fatalf("mprun failed: %v\n%s", err, out)

@@ -146,3 +146,27 @@ func (tb *Testbed) SetPortUpContext(ctx context.Context, host, rail int, up bool
 	}
 	return nil
 }
+
+// PortBytes returns the bytes the port of (host, rail) has received from the
+// host since the testbed was built: the traffic that host sent on the rail.
+// It lets a fault wait for a job's data rather than for a time, which a slow
+// start-up would move.
+func (tb *Testbed) PortBytes(host, rail int) (uint64, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	p, err := tb.port(host, rail)
+	if err != nil {
+		return 0, err
+	}
+	// The flap link is the switch's end of the host's cable (Switch) or the
+	// peer's veth (Pair): what it receives, the host sent.
+	l, err := p.flapSp.nl.LinkByName(p.flapLink)
+	if err != nil {
+		return 0, fmt.Errorf("testbed %s: find %s: %w", p.flapSp.name, p.flapLink, err)
+	}
+	st := l.Attrs().Statistics
+	if st == nil {
+		return 0, fmt.Errorf("testbed %s: %s has no statistics", p.flapSp.name, p.flapLink)
+	}
+	return st.RxBytes, nil
+}

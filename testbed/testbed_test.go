@@ -597,6 +597,42 @@ func TestSetPortUp(t *testing.T) {
 	}
 }
 
+// TestPortBytes: a frame a host sends on a rail shows in that port's byte
+// count, and in no other host's.
+func TestPortBytes(t *testing.T) {
+	needRoot(t)
+	for _, topo := range []Topology{Pair, Switch} {
+		t.Run(topo.String(), func(t *testing.T) {
+			tb := build(t, Config{Hosts: 2, Rails: 2, Topology: topo})
+			mine, err := tb.PortBytes(0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			theirs, err := tb.PortBytes(1, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// rawCross sends one 78-byte frame from host 0 to host 1.
+			if err := rawCross(tb.Host(0), tb.Host(1), 1, nic.DefaultEtherType, 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			after, err := tb.PortBytes(0, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after-mine < 78 {
+				t.Errorf("port of host 0 rail 1 counted %d bytes for a 78-byte frame", after-mine)
+			}
+			if got, _ := tb.PortBytes(1, 1); got-theirs >= 78 {
+				t.Errorf("port of host 1 rail 1 counted %d bytes it did not send", got-theirs)
+			}
+			if _, err := tb.PortBytes(2, 0); err == nil {
+				t.Error("PortBytes(2, 0) on two hosts: no error")
+			}
+		})
+	}
+}
+
 func TestStart(t *testing.T) {
 	needRoot(t)
 	tb := build(t, Config{Hosts: 2, Name: "start"})

@@ -83,14 +83,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.dup, "dup", 0, "probability that a switch port sends an Ethervia frame twice")
 	fs.StringVar(&o.flap, "flap", "", "AT+FOR: take one host's switch port (rail 0) down AT after the start, for FOR (e.g. 2s+1s)")
 	fs.IntVar(&o.flapHost, "flap-host", -1, "the host -flap takes down (default: the last)")
-	fs.StringVar(&o.railDown, "rail-down", "", "R@AT: take every switch port of rail R down for good AT after the start (e.g. 1@3s)")
+	fs.StringVar(&o.railDown, "rail-down", "", "R@AT or R@BYTES: take every switch port of rail R down for good AT after the start (1@3s), or once the hosts have sent BYTES on it (1@8MiB)")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket or afxdp")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
 	fs.BoolVar(&o.hostfile, "hostfile", false, "also give ranks MPLITE_HOSTFILE with every rank's MACs")
 	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT] [-driver D] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -sweep")
 		fs.PrintDefaults()
 	}
@@ -127,10 +127,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if _, _, err := parseFlap(o.flap); err != nil {
 		return o, err
 	}
-	if r, _, err := parseRailDown(o.railDown); err != nil {
+	if rd, err := parseRailDown(o.railDown); err != nil {
 		return o, err
-	} else if r >= o.nics {
-		return o, fmt.Errorf("mprun: -rail-down: rail %d, but -nics %d", r, o.nics)
+	} else if rd.rail >= o.nics {
+		return o, fmt.Errorf("mprun: -rail-down: rail %d, but -nics %d", rd.rail, o.nics)
 	}
 	return o, nil
 }
@@ -153,22 +153,58 @@ func parseFlap(s string) (at, dur time.Duration, err error) {
 	return at, dur, nil
 }
 
-// parseRailDown parses -rail-down's R@AT ("" is none: rail -1).
-func parseRailDown(s string) (rail int, at time.Duration, err error) {
+// railDown is a parsed -rail-down: rail R goes down at a time after the
+// start, or once its switch ports have carried a number of bytes from the
+// hosts (which waits for the job's own traffic, however slow its start).
+type railDown struct {
+	rail  int // -1: none
+	at    time.Duration
+	bytes uint64 // > 0: cut after this much traffic instead of at
+}
+
+// byteUnits are the suffixes -rail-down takes for a byte count.
+var byteUnits = []struct {
+	suffix string
+	mult   uint64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}, {"B", 1}}
+
+// parseByteCount parses "8MiB", "500kB", "4096B".
+func parseByteCount(s string) (uint64, bool) {
+	for _, u := range byteUnits {
+		if num, ok := strings.CutSuffix(s, u.suffix); ok {
+			n, err := strconv.ParseUint(num, 10, 64)
+			if err != nil || n == 0 || n > (1<<62)/u.mult {
+				return 0, false
+			}
+			return n * u.mult, true
+		}
+	}
+	return 0, false
+}
+
+// parseRailDown parses -rail-down's R@AT or R@BYTES ("" is none: rail -1).
+func parseRailDown(s string) (railDown, error) {
+	rd := railDown{rail: -1}
 	if s == "" {
-		return -1, 0, nil
+		return rd, nil
 	}
+	bad := fmt.Errorf("mprun: -rail-down %q: want RAIL@AT or RAIL@BYTES, e.g. 1@3s or 1@8MiB", s)
 	r, a, ok := strings.Cut(s, "@")
-	if ok {
-		rail, err = strconv.Atoi(r)
+	if !ok {
+		return rd, bad
 	}
-	if ok && err == nil {
-		at, err = time.ParseDuration(a)
+	rail, err := strconv.Atoi(r)
+	if err != nil || rail < 0 {
+		return rd, bad
 	}
-	if !ok || err != nil || rail < 0 || at < 0 {
-		return -1, 0, fmt.Errorf("mprun: -rail-down %q: want RAIL@AT, e.g. 1@3s", s)
+	if n, ok := parseByteCount(a); ok {
+		return railDown{rail: rail, bytes: n}, nil
 	}
-	return rail, at, nil
+	at, err := time.ParseDuration(a)
+	if err != nil || at < 0 {
+		return rd, bad
+	}
+	return railDown{rail: rail, at: at}, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -370,7 +406,11 @@ func (o options) cable() bool {
 // portEvents schedules -flap and -rail-down; the returned function cancels
 // what has not happened yet.
 func portEvents(tb *testbed.Testbed, o options, stderr io.Writer) func() {
-	var timers []*time.Timer
+	var stops []func()
+	after := func(d time.Duration, f func()) func() {
+		t := time.AfterFunc(d, f)
+		return func() { t.Stop() }
+	}
 	set := func(what string, host, rail int, up bool) {
 		if err := tb.SetPortUp(host, rail, up); err != nil {
 			fmt.Fprintf(stderr, "mprun: %s: host %d rail %d: %v\n", what, host, rail, err)
@@ -383,22 +423,65 @@ func portEvents(tb *testbed.Testbed, o options, stderr io.Writer) func() {
 		fmt.Fprintf(stderr, "mprun: %s: switch port of host %d rail %d %s\n", what, host, rail, state)
 	}
 	if at, dur, _ := parseFlap(o.flap); dur > 0 {
-		timers = append(timers,
-			time.AfterFunc(at, func() { set("-flap", o.flapHost, 0, false) }),
-			time.AfterFunc(at+dur, func() { set("-flap", o.flapHost, 0, true) }))
+		stops = append(stops,
+			after(at, func() { set("-flap", o.flapHost, 0, false) }),
+			after(at+dur, func() { set("-flap", o.flapHost, 0, true) }))
 	}
-	if rail, at, _ := parseRailDown(o.railDown); rail >= 0 {
-		timers = append(timers, time.AfterFunc(at, func() {
-			for h := 0; h < o.np; h++ {
-				set("-rail-down", h, rail, false)
-			}
-		}))
-	}
-	return func() {
-		for _, t := range timers {
-			t.Stop()
+	rd, _ := parseRailDown(o.railDown)
+	cut := func() {
+		for h := 0; h < o.np; h++ {
+			set("-rail-down", h, rd.rail, false)
 		}
 	}
+	switch {
+	case rd.rail >= 0 && rd.bytes > 0:
+		stops = append(stops, watchRailBytes(tb, o.np, rd, cut, stderr))
+	case rd.rail >= 0:
+		stops = append(stops, after(rd.at, cut))
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// railPoll is how often a byte-triggered -rail-down reads the port counters:
+// at 1 Gbit/s a rail carries 1.25 MB in 10 ms, well inside any message the
+// cut is meant to hit.
+const railPoll = 10 * time.Millisecond
+
+// watchRailBytes calls cut once the switch ports of rd.rail have received
+// rd.bytes from the np hosts together. The returned function ends the watch.
+func watchRailBytes(tb *testbed.Testbed, np int, rd railDown, cut func(), stderr io.Writer) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(railPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			var sum uint64
+			for h := 0; h < np; h++ {
+				n, err := tb.PortBytes(h, rd.rail)
+				if err != nil {
+					fmt.Fprintf(stderr, "mprun: -rail-down: %v\n", err)
+					return
+				}
+				sum += n
+			}
+			if sum >= rd.bytes {
+				fmt.Fprintf(stderr, "mprun: -rail-down: rail %d has carried %d bytes\n", rd.rail, sum)
+				cut()
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }) }
 }
 
 // jobEnv returns each rank's bootstrap environment.

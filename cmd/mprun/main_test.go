@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 func needRoot(t *testing.T) {
@@ -129,9 +130,37 @@ func TestBadArguments(t *testing.T) {
 		{"-flap", "1s+1s", "-flap-host", "5", "--", "true"},
 		{"-rail-down", "1@2s", "--", "true"}, // one rail only
 		{"-rail-down", "x@2s", "-nics", "2", "--", "true"},
+		{"-rail-down", "1@0MiB", "-nics", "2", "--", "true"},
+		{"-rail-down", "1@8XB", "-nics", "2", "--", "true"},
+		{"-rail-down", "1@-1s", "-nics", "2", "--", "true"},
 	} {
 		if _, _, code := mprun(t, args...); code != 2 {
 			t.Errorf("mprun %v: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestParseRailDown(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want railDown
+	}{
+		{"", railDown{rail: -1}},
+		{"1@3s", railDown{rail: 1, at: 3 * time.Second}},
+		{"0@700ms", railDown{rail: 0, at: 700 * time.Millisecond}},
+		{"1@8MiB", railDown{rail: 1, bytes: 8 << 20}},
+		{"2@500kB", railDown{rail: 2, bytes: 500_000}},
+		{"1@4096B", railDown{rail: 1, bytes: 4096}},
+		{"1@1GB", railDown{rail: 1, bytes: 1e9}},
+	} {
+		got, err := parseRailDown(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("parseRailDown(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"1", "@3s", "-1@3s", "1@", "1@MiB", "1@1.5MiB", "1@99999999999GiB"} {
+		if _, err := parseRailDown(bad); err == nil {
+			t.Errorf("parseRailDown(%q): no error", bad)
 		}
 	}
 }
