@@ -100,7 +100,7 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "bindings", "ring", "fatal"}
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "lcount", "bindings", "ring", "fatal"}
 	compared := progs[:len(progs)-1] // fatal is checked on its own
 	for _, p := range progs {
 		cc, src := "mpicc.mpich", filepath.Join("c", p+".c")
@@ -122,7 +122,7 @@ func TestLibmpich(t *testing.T) {
 			if err != nil {
 				t.Fatalf("reference run under MPICH failed: %v\n%s%s", err, out, errOut)
 			}
-			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWFHISX")
+			ref[fmt.Sprintf("%s/%d", p, np)] = resultLines(out, "PCARDGONMWFHISXL")
 			if lib := resultLines(out, "V"); len(lib) != np || strings.Contains(lib[0], "Ethervia") {
 				t.Fatalf("the reference run did not use MPICH: %q", lib)
 			}
@@ -144,12 +144,18 @@ func TestLibmpich(t *testing.T) {
 				if len(lib) != tc.np || !strings.Contains(lib[0], "Ethervia") {
 					t.Fatalf("the ranks did not run over Ethervia's libmpich: %q\n%s", lib, all)
 				}
-				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWFHISX")
+				want, got := ref[fmt.Sprintf("%s/%d", p, tc.np)], resultLines(out, "PCARDGONMWFHISXL")
 				if len(want) == 0 || !slices.Equal(got, want) {
 					t.Errorf("results differ from MPICH's (%d lines, want %d):\n%s", len(got), len(want), lineDiff(got, want))
 				}
 				if p == "p2p" {
 					checkSsendTimes(t, out)
+				}
+				if p == "lcount" {
+					// Counts beyond int are refused before anything moves.
+					if n := strings.Count(out, "beyond int: MPI_ERR_COUNT MPI_ERR_COUNT"); n != tc.np {
+						t.Errorf("%d of %d ranks refused a count beyond int with MPI_ERR_COUNT", n, tc.np)
+					}
 				}
 				if tc.drop != "0" {
 					m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(all)

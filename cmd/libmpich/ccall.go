@@ -9,6 +9,11 @@ typedef void (*ev_user_fn)(void *, void *, int *, MPI_Datatype *);
 static void ev_call_op(void *fn, void *in, void *inout, int len, MPI_Datatype dt) {
 	((ev_user_fn)fn)(in, inout, &len, &dt);
 }
+typedef void (*ev_user_fn_c)(void *, void *, MPI_Count *, MPI_Datatype *);
+
+static void ev_call_op_c(void *fn, void *in, void *inout, MPI_Count len, MPI_Datatype dt) {
+	((ev_user_fn_c)fn)(in, inout, &len, &dt);
+}
 typedef int (*ev_copy_fn)(MPI_Comm, int, void *, void *, void *, int *);
 typedef int (*ev_delete_fn)(MPI_Comm, int, void *, void *);
 
@@ -80,6 +85,10 @@ func callErrhandler(eh *errhandler, comm C.MPI_Comm, code int) {
 func callOp(u *userOp, in, inout unsafe.Pointer, n int, dt C.MPI_Datatype) {
 	if u.cxx != nil {
 		C.ev_call_op_cxx(u.cxx, u.fn, in, inout, C.int(n), dt)
+		return
+	}
+	if u.large {
+		C.ev_call_op_c(u.fn, in, inout, C.MPI_Count(n), dt)
 		return
 	}
 	C.ev_call_op(u.fn, in, inout, C.int(n), dt)

@@ -5,9 +5,10 @@
 // scalar counts (MPI_Count for int) and in MPI_Count results (for int or
 // MPI_Aint). Each converts, refusing counts beyond the largest int with
 // MPI_ERR_COUNT, and calls the int form. Forms with count arrays (the
-// vector collectives, the indexed and struct constructors) are not
-// generated. Run: go run gen_largecount.go (after gen_stubs.go's inputs
-// change), then go run gen_stubs.go.
+// vector collectives, the indexed and struct constructors) are written by
+// hand in largecount_arrays.go and largecount_types.go, which know how long
+// each array is. Run: go run gen_largecount.go (after gen_stubs.go's
+// inputs change), then go run gen_stubs.go.
 package main
 
 import (

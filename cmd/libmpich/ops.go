@@ -18,12 +18,13 @@ import (
 const opFirst = -0x68000000 // 0x98000000 as an int32
 
 // userOp is the program's function void fn(void *in, void *inout, int
-// *len, MPI_Datatype *dt), computing inout = in ∘ inout element by
+// *len, MPI_Datatype *dt) (MPI_Count *len if large), computing inout = in ∘ inout element by
 // element.
 type userOp struct {
 	fn      unsafe.Pointer
 	cxx     unsafe.Pointer // MPICH's C++ bindings' trampoline, or nil
 	commute bool
+	large   bool // MPI_Op_create_c: len is an MPI_Count *
 }
 
 //export PMPI_Op_create
