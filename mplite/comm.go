@@ -112,6 +112,7 @@ type endpoint struct {
 	tmpFree    [][]byte
 	umsgFree   []*umsg
 	reqFree    []*Request
+	stages     [][]byte // staging copies of layout requests, for reuse
 	// handshakes in progress, by id
 	sendIDs              map[uint32]*Request
 	recvIDs              map[uint32]*Request

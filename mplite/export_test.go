@@ -62,3 +62,10 @@ func RailTxBytes(c *Comm) []uint64 {
 
 // RailFailures sums, over c's bonded connections, the times a rail died.
 func RailFailures(c *Comm) uint64 { return c.Stats().RailFailures }
+
+// Stages is how many staging copies of layout requests c keeps for reuse.
+func Stages(c *Comm) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.stages)
+}

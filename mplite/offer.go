@@ -29,7 +29,7 @@ const (
 // offerRecv offers receive r (just posted for p's messages) to p when that
 // is unambiguous; see the file comment.
 func (c *Comm) offerRecv(p *peer, r *Request) {
-	if p.state != stConnected || p.err != nil || p.offered != nil || r.tag == AnyTag ||
+	if p.state != stConnected || p.err != nil || p.offered != nil || r.tag == AnyTag || r.lay != nil ||
 		len(r.buf) <= c.cfg.eagerLimit || c.anyPost.head != nil ||
 		c.posted[p.rank].head != r || r.next != nil {
 		return
@@ -97,7 +97,7 @@ func (c *Comm) onOffer(p *peer, e *envelope) {
 // useOffer sends r, the next message to p, into p's offer if it matches.
 func (c *Comm) useOffer(p *peer, r *Request) int {
 	o := &p.offer
-	if o.sendID != p.msgsSent || r.ctx != o.ctx || r.tag != o.tag ||
+	if o.sendID != p.msgsSent || r.ctx != o.ctx || r.tag != o.tag || r.lay != nil ||
 		len(r.buf) <= c.cfg.eagerLimit || len(r.buf) > o.length {
 		p.hasOffer = false
 		return offerVoid

@@ -37,6 +37,11 @@ type Request struct {
 	rkey   uint32
 	raddr  uint64
 	recvID uint32
+
+	// layout requests (IsendLayout, IrecvLayout): buf is nil, or the
+	// staging copy while one is needed
+	lay    Layout
+	layLen int
 }
 
 // ready reports completion; c.mu is held.
@@ -413,6 +418,7 @@ func (c *Comm) complete(r *Request, err error) {
 	if err != nil && r.err == nil {
 		r.err = err
 	}
+	c.unstage(r)
 	c.changed = true
 }
 
@@ -458,7 +464,7 @@ func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) erro
 		return ErrFinalized
 	}
 	r.c, r.send, r.buf, r.peer, r.tag, r.ctx = c, true, buf, dest, tag, ctx
-	r.st = Status{Source: c.rank, Tag: tag, Count: len(buf)}
+	r.st = Status{Source: c.rank, Tag: tag, Count: r.size()}
 	if dest == c.rank {
 		c.sendSelf(r)
 		return nil
@@ -489,12 +495,13 @@ func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) erro
 // byHandshake says whether send r goes by RTS and CTS: a message above
 // the eager limit, or a synchronous one (its CTS proves the receive
 // matched).
-func (c *Comm) byHandshake(r *Request) bool { return r.sync || len(r.buf) > c.cfg.eagerLimit }
+func (c *Comm) byHandshake(r *Request) bool { return r.sync || r.size() > c.cfg.eagerLimit }
 
 // sendSelf delivers a message to this rank: into a posted receive, or
 // onto the unexpected queue (copied if short; a long one waits for its
 // receive and is copied once).
 func (c *Comm) sendSelf(r *Request) {
+	c.stage(r)
 	if rr := c.takePosted(c.rank, r.tag, r.ctx); rr != nil {
 		c.deliver(rr, c.rank, r.tag, r.buf, len(r.buf))
 		c.complete(r, nil)
@@ -522,11 +529,17 @@ func (c *Comm) sendSelf(r *Request) {
 
 // deliver copies a message into receive r and completes it.
 func (c *Comm) deliver(r *Request, src, tag int, data []byte, length int) {
-	n := copy(r.buf, data)
+	var n int
+	if r.lay != nil && r.buf == nil {
+		n = min(len(data), r.layLen)
+		r.lay.Scatter(data[:n])
+	} else {
+		n = copy(r.buf, data)
+	}
 	r.st = Status{Source: src, Tag: tag, Count: n}
 	var err error
-	if length > len(r.buf) {
-		err = &TruncateError{Source: src, Tag: tag, Length: length, Capacity: len(r.buf)}
+	if size := r.size(); length > size {
+		err = &TruncateError{Source: src, Tag: tag, Length: length, Capacity: size}
 	}
 	c.complete(r, err)
 }
@@ -809,10 +822,11 @@ func (c *Comm) onRTS(p *peer, slot int, e *envelope) {
 // startCTS registers the receive buffer of r (matched to an RTS) and
 // tells the sender where to write.
 func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
-	grant := min(length, len(r.buf))
+	size := r.size()
+	grant := min(length, size)
 	r.st = Status{Source: p.rank, Tag: tag, Count: grant}
-	if length > len(r.buf) {
-		r.err = &TruncateError{Source: p.rank, Tag: tag, Length: length, Capacity: len(r.buf)}
+	if length > size {
+		r.err = &TruncateError{Source: p.rank, Tag: tag, Length: length, Capacity: size}
 	}
 	if p.err != nil {
 		c.complete(r, p.err)
@@ -821,6 +835,7 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 	r.id = c.newID()
 	e := envelope{typ: msgCTS, sendID: sendID, recvID: r.id, length: grant}
 	if grant > 0 {
+		c.stage(r)
 		reg, err := c.recvCache.Get(r.buf[:grant])
 		if err != nil {
 			// Nothing can be written: let the sender finish, fail here.
@@ -839,12 +854,13 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 // onCTS starts the RDMA writes of a handshake send.
 func (c *Comm) onCTS(p *peer, e *envelope) {
 	r := c.sendIDs[e.sendID]
-	if r == nil || r.peer != p.rank || r.recvID != 0 || e.length > len(r.buf) {
+	if r == nil || r.peer != p.rank || r.recvID != 0 || e.length > r.size() {
 		c.stats.BadEnvelopes++
 		return
 	}
 	r.recvID, r.grant, r.rkey, r.raddr = e.recvID, e.length, e.rkey, e.raddr
 	if r.grant > 0 {
+		c.stage(r)
 		reg, err := c.sendCache.Get(r.buf[:r.grant])
 		if err == nil {
 			r.reg = reg

@@ -325,7 +325,7 @@ func (c *Comm) pumpPeer(p *peer) {
 		}
 		p.sendq.remove(r)
 		p.msgsSent++
-		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: len(r.buf)}
+		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: r.size()}
 		if c.byHandshake(r) {
 			e.typ, e.sendID, e.sync = msgRTS, r.id, r.sync
 			if !c.postSlot(p, &e, nil) {
@@ -334,7 +334,7 @@ func (c *Comm) pumpPeer(p *peer) {
 			}
 			continue
 		}
-		if !c.postSlot(p, &e, r.buf) {
+		if !c.postSlotFrom(p, &e, r) {
 			c.complete(r, p.err)
 			return
 		}
@@ -344,12 +344,29 @@ func (c *Comm) pumpPeer(p *peer) {
 
 // postSlot posts one envelope (with eager data) from a free send slot.
 func (c *Comm) postSlot(p *peer, e *envelope, data []byte) bool {
+	return c.postSlotWith(p, e, data, nil)
+}
+
+// postSlotFrom posts eager send r, gathering a layout's bytes straight
+// into the slot.
+func (c *Comm) postSlotFrom(p *peer, e *envelope, r *Request) bool {
+	if r.lay != nil && r.buf == nil {
+		return c.postSlotWith(p, e, nil, r)
+	}
+	return c.postSlotWith(p, e, r.buf, nil)
+}
+
+func (c *Comm) postSlotWith(p *peer, e *envelope, data []byte, from *Request) bool {
 	n := len(p.sfre) - 1
 	i := p.sfre[n]
 	p.sfre = p.sfre[:n]
 	b := p.sendSlot(c, i)
 	putEnvelope(b, e)
 	k := copy(b[envLen:], data)
+	if from != nil {
+		k = from.layLen
+		from.lay.Gather(b[envLen : envLen+k])
+	}
 	d := &p.sd[i]
 	d.Control = descriptors.Control{}
 	d.Segments[0].Buf = b[:envLen+k]
