@@ -91,12 +91,17 @@ func (c *Comm) unstage(r *Request) {
 	if r.lay == nil || r.buf == nil {
 		return
 	}
-	var trunc *TruncateError
-	if !r.send && !r.cancelled && (r.err == nil || errors.As(r.err, &trunc)) {
+	intact := r.err == nil || isTruncation(r.err) // errors.As only on errors: it allocates
+	if !r.send && !r.cancelled && intact {
 		r.lay.Scatter(r.buf[:min(r.st.Count, len(r.buf))])
 	}
-	if r.chunks == 0 && (r.err == nil || trunc != nil) && len(c.stages) < maxStages {
+	if r.chunks == 0 && intact && len(c.stages) < maxStages {
 		c.stages = append(c.stages, r.buf)
 	}
 	r.buf = nil
+}
+
+func isTruncation(err error) bool {
+	var te *TruncateError
+	return errors.As(err, &te)
 }

@@ -414,11 +414,11 @@ func (c *Comm) complete(r *Request, err error) {
 	if r.done {
 		return
 	}
-	r.done = true
 	if err != nil && r.err == nil {
 		r.err = err
 	}
-	c.unstage(r)
+	c.unstage(r) // before done: a waiter may then reuse the layout's memory
+	r.done = true
 	c.changed = true
 }
 

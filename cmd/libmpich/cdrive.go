@@ -11,6 +11,9 @@ extern int MPI_Recv(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *)
 extern int MPI_Isend(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 extern int MPI_Irecv(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 extern int MPI_Waitall(int, MPI_Request *, MPI_Status *);
+extern int MPI_Type_vector(int, int, int, MPI_Datatype, MPI_Datatype *);
+extern int MPI_Type_commit(MPI_Datatype *);
+extern int MPI_Type_free(MPI_Datatype *);
 
 // ev_pingpong is rank 0 of iters round trips through the exported MPI_Send
 // and MPI_Recv, called from C as an MPICH-linked program calls them.
@@ -40,6 +43,41 @@ static int ev_isend_wait(void *sbuf, void *rbuf, int count, int iters) {
 	}
 	return 0;
 }
+
+// ev_column is a committed MPI_Type_vector of count doubles, every other
+// one: a column of a two-column matrix, the halo of a stencil code.
+static int ev_column(int count, MPI_Datatype *t) {
+	int rc = MPI_Type_vector(count, 1, 2, 0x4c00080b, t);
+	return rc ? rc : MPI_Type_commit(t);
+}
+
+// ev_typed_pingpong is ev_pingpong of one element of datatype t.
+static int ev_typed_pingpong(void *buf, MPI_Datatype t, int iters) {
+	for (int i = 0; i < iters; i++) {
+		int rc = MPI_Send(buf, 1, t, 1, 0, 0x44000000);
+		if (rc != 0)
+			return rc;
+		rc = MPI_Recv(buf, 1, t, 1, 0, 0x44000000, (MPI_Status *)1);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
+
+// ev_typed_exchange is ev_isend_wait of one element of datatype t.
+static int ev_typed_exchange(void *sbuf, void *rbuf, MPI_Datatype t, int iters) {
+	MPI_Request reqs[2];
+	for (int i = 0; i < iters; i++) {
+		int rc = MPI_Irecv(rbuf, 1, t, 1, 0, 0x44000000, &reqs[0]);
+		if (rc == 0)
+			rc = MPI_Isend(sbuf, 1, t, 1, 0, 0x44000000, &reqs[1]);
+		if (rc == 0)
+			rc = MPI_Waitall(2, reqs, (MPI_Status *)1);
+		if (rc != 0)
+			return rc;
+	}
+	return 0;
+}
 */
 import "C"
 
@@ -57,6 +95,26 @@ func cFree(p unsafe.Pointer) { C.free(p) }
 // boundary: a Go test file cannot call C itself.
 func cPingPong(buf unsafe.Pointer, count, iters int) int {
 	return int(C.ev_pingpong(buf, C.int(count), C.int(iters)))
+}
+
+// cColumn returns a committed datatype of count doubles, every other one
+// (free it with cTypeFree).
+func cColumn(count int) (C.MPI_Datatype, int) {
+	var t C.MPI_Datatype
+	rc := C.ev_column(C.int(count), &t)
+	return t, int(rc)
+}
+
+func cTypeFree(t C.MPI_Datatype) { C.MPI_Type_free(&t) }
+
+// cTypedPingPong is cPingPong of one element of datatype t.
+func cTypedPingPong(buf unsafe.Pointer, t C.MPI_Datatype, iters int) int {
+	return int(C.ev_typed_pingpong(buf, t, C.int(iters)))
+}
+
+// cTypedExchange is cExchange of one element of datatype t.
+func cTypedExchange(sbuf, rbuf unsafe.Pointer, t C.MPI_Datatype, iters int) int {
+	return int(C.ev_typed_exchange(sbuf, rbuf, t, C.int(iters)))
 }
 
 // cExchange is cPingPong with MPI_Irecv, MPI_Isend and MPI_Waitall.

@@ -129,6 +129,7 @@ type library struct {
 	ops       handles[*userOp]     // user reduction operations
 	infos     handles[*info]       // MPI_Info objects
 	stages    [][]byte             // staging copies kept for reuse (tbuf)
+	layouts   []*cLayout           // layout views kept for reuse (tbuf)
 	messages  handles[*probed]     // messages taken by MPI_Mprobe
 	attrVals  unsafe.Pointer       // C memory for the predefined attributes' values
 	typeNames map[uint32]string    // MPI_Type_set_name

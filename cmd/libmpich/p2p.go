@@ -257,11 +257,20 @@ func (l *library) drop(q *request) {
 
 // send is MPI_Send (and MPI_Rsend: a ready send may be a standard send).
 func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
-	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
+	ce, b, err := p2pView(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
+		b.release()
 		return retc(comm, fn, err)
 	}
-	err = ce.c.Send(b.b, int(dest), int(tag))
+	if b.lay != nil {
+		var r *mplite.Request
+		if r, err = ce.c.IsendLayout(b.lay, int(dest), int(tag)); err == nil {
+			_, err = r.Wait()
+			r.Free()
+		}
+	} else {
+		err = ce.c.Send(b.b, int(dest), int(tag))
+	}
 	b.release()
 	return retc(comm, fn, err)
 }
@@ -269,15 +278,27 @@ func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, t
 // p2pArgs checks a point-to-point call's arguments and views its buffer;
 // a send's staging copy (derived datatypes) is filled.
 func p2pArgs(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, tbuf, error) {
+	return p2pBuf(typedBuf, buf, count, dt, tag, wild, comm)
+}
+
+// p2pView is p2pArgs for the calls that hand mplite a layout (layoutBuf):
+// no staging copy.
+func p2pView(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, tbuf, error) {
+	return p2pBuf(layoutBuf, buf, count, dt, tag, wild, comm)
+}
+
+func p2pBuf(view func(unsafe.Pointer, C.int, C.MPI_Datatype) (tbuf, error),
+	buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, tag C.int, wild bool, comm C.MPI_Comm) (*commEntry, tbuf, error) {
 	ce, err := lib.comm(comm)
 	if err != nil {
 		return nil, tbuf{}, err
 	}
-	t, err := typedBuf(buf, count, dt)
+	t, err := view(buf, count, dt)
 	if err != nil {
 		return nil, tbuf{}, err
 	}
 	if err := checkTag(tag, wild); err != nil {
+		t.release()
 		return nil, tbuf{}, err
 	}
 	if !wild {
@@ -344,10 +365,11 @@ func PMPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.
 func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Recv", &mpirc)
 	st := statusPtr(stArg)
-	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
+	ce, b, err := p2pView(buf, count, dt, tag, true, comm)
 	if err != nil {
 		return retc(comm, "MPI_Recv", err)
 	}
+	defer b.release()
 	if src == procNull {
 		emptyStatus(st, procNull)
 		return errSuccess
@@ -357,9 +379,17 @@ func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.in
 		return retc(comm, "MPI_Recv", err)
 	}
 	q := &request{ce: ce, recv: true}
-	q.finish(ce.c.Recv(b.b, s, int(tag)))
-	b.unpack(q.st.Count)
-	b.release()
+	if b.lay != nil {
+		var r *mplite.Request
+		if r, err = b.irecv(ce.c, s, int(tag)); err != nil {
+			q.finish(mplite.Status{}, err)
+		} else {
+			q.finish(r.Wait())
+			r.Free()
+		}
+	} else {
+		q.finish(ce.c.Recv(b.b, s, int(tag)))
+	}
 	q.status(st)
 	return retc(comm, "MPI_Recv", q.err)
 }
@@ -405,7 +435,7 @@ func PMPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest
 //export PMPI_Isend
 func PMPI_Isend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Isend", &mpirc)
-	return isend("MPI_Isend", (*mplite.Comm).Isend, buf, count, dt, dest, tag, comm, req)
+	return isend("MPI_Isend", nil, buf, count, dt, dest, tag, comm, req)
 }
 
 //export PMPI_Issend
@@ -414,18 +444,29 @@ func PMPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C
 	return isend("MPI_Issend", (*mplite.Comm).Issend, buf, count, dt, dest, tag, comm, req)
 }
 
-// isend starts a nonblocking send with start (Isend or Issend).
+// isend starts a nonblocking send with start (Isend or Issend; nil: Isend
+// of a layout, without a staging copy).
 func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Request, error),
 	buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
-	ce, b, err := p2pArgs(buf, count, dt, tag, false, comm)
+	view := p2pArgs
+	if start == nil {
+		view = p2pView
+	}
+	ce, b, err := view(buf, count, dt, tag, false, comm)
 	if err != nil {
 		return retc(comm, fn, err)
 	}
 	q := lib.newReq()
 	q.ce, q.stage = ce, b // a send's staging copy is released at completion
-	if dest == procNull {
+	switch {
+	case dest == procNull:
 		q.procNull, q.done = true, true
-	} else if q.r, err = start(ce.c, b.b, int(dest), int(tag)); err != nil {
+	case start == nil:
+		q.r, err = b.isend(ce.c, int(dest), int(tag))
+	default:
+		q.r, err = start(ce.c, b.b, int(dest), int(tag))
+	}
+	if err != nil {
 		lib.drop(q)
 		return retc(comm, fn, err)
 	}
@@ -435,7 +476,7 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 //export PMPI_Irecv
 func PMPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Irecv", &mpirc)
-	ce, b, err := p2pArgs(buf, count, dt, tag, true, comm)
+	ce, b, err := p2pView(buf, count, dt, tag, true, comm)
 	if err != nil {
 		return retc(comm, "MPI_Irecv", err)
 	}
@@ -449,7 +490,7 @@ func PMPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.i
 	q.ce, q.recv, q.stage = ce, true, b
 	if src == procNull {
 		q.procNull, q.done = true, true
-	} else if q.r, err = ce.c.Irecv(b.b, s, int(tag)); err != nil {
+	} else if q.r, err = b.irecv(ce.c, s, int(tag)); err != nil {
 		lib.drop(q)
 		return retc(comm, "MPI_Irecv", err)
 	}

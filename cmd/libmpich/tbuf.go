@@ -5,7 +5,11 @@ package main
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/ethervia/ethervia/mplite"
+)
 
 // tbuf is count elements of a datatype at a C address, seen as the packed
 // bytes a message carries: the memory itself when the layout is
@@ -17,30 +21,42 @@ type tbuf struct {
 	l     *layout // nil: b is the caller's memory
 	p     unsafe.Pointer
 	count int
+	lay   *cLayout // instead of b and l: mplite gathers and scatters (layoutBuf)
 }
 
 // typedBuf views count elements of dt at p. Predefined types take no
 // allocation.
 func typedBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) (tbuf, error) {
+	t, n, err := typedView(p, count, dt)
+	if err != nil || t.l == nil {
+		return t, err
+	}
+	t.b = lib.stageBuf(n)
+	return t, nil
+}
+
+// typedView is typedBuf without the staging copy: for a layout with gaps it
+// returns the layout (t.l) and the message length n, and no t.b.
+func typedView(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) (t tbuf, n int, err error) {
 	if isBuiltin(dt) {
 		n, err := bufLen(count, dt)
-		return tbuf{b: goBytes(p, n)}, err
+		return tbuf{b: goBytes(p, n)}, n, err
 	}
 	l, err := commLayout(dt)
 	if err != nil {
-		return tbuf{}, err
+		return tbuf{}, 0, err
 	}
 	if count < 0 {
-		return tbuf{}, errorf(errCount, "negative count %d", int(count))
+		return tbuf{}, 0, errorf(errCount, "negative count %d", int(count))
 	}
-	n := int64(count) * l.size
+	n64 := int64(count) * l.size
 	if l.contiguous() {
-		return tbuf{b: goBytes(p, int(n))}, nil
+		return tbuf{b: goBytes(p, int(n64))}, int(n64), nil
 	}
-	if n > 0 && p == nil && l.tlb == 0 {
-		return tbuf{}, errorf(errBuffer, "NULL buffer")
+	if n64 > 0 && p == nil && l.tlb == 0 {
+		return tbuf{}, 0, errorf(errBuffer, "NULL buffer")
 	}
-	return tbuf{b: lib.stageBuf(int(n)), l: l, p: p, count: int(count)}, nil
+	return tbuf{l: l, p: p, count: int(count)}, int(n64), nil
 }
 
 // maxStages bounds the staging copies kept for reuse.
@@ -60,8 +76,69 @@ func (l *library) stageBuf(n int) []byte {
 	return make([]byte, n)
 }
 
-// release gives a staging copy back once no operation uses it.
+// layoutBuf is typedBuf for the point-to-point calls that hand mplite a
+// layout: a datatype with gaps is gathered by mplite straight into its send
+// buffers and scattered out of its receive buffers, without the staging
+// copy typedBuf makes.
+func layoutBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) (tbuf, error) {
+	t, n, err := typedView(p, count, dt)
+	if err != nil || t.l == nil {
+		return t, err
+	}
+	lib.mu.Lock()
+	var cl *cLayout
+	if n := len(lib.layouts); n > 0 {
+		cl = lib.layouts[n-1]
+		lib.layouts = lib.layouts[:n-1]
+	} else {
+		cl = new(cLayout)
+	}
+	lib.mu.Unlock()
+	*cl = cLayout{l: t.l, p: t.p, count: t.count, n: n}
+	return tbuf{lay: cl}, nil
+}
+
+// cLayout is count elements of a datatype with gaps at a C address, as the
+// mplite.Layout of a message.
+type cLayout struct {
+	l     *layout
+	p     unsafe.Pointer
+	count int
+	n     int
+}
+
+func (c *cLayout) Len() int           { return c.n }
+func (c *cLayout) Gather(dst []byte)  { c.l.pack(dst, c.p, c.count) }
+func (c *cLayout) Scatter(src []byte) { c.l.unpack(c.p, src, c.count) }
+
+// isend starts sending t.
+func (t tbuf) isend(c *mplite.Comm, dest, tag int) (*mplite.Request, error) {
+	if t.lay != nil {
+		return c.IsendLayout(t.lay, dest, tag)
+	}
+	return c.Isend(t.b, dest, tag)
+}
+
+// irecv starts receiving into t.
+func (t tbuf) irecv(c *mplite.Comm, src, tag int) (*mplite.Request, error) {
+	if t.lay != nil {
+		return c.IrecvLayout(t.lay, src, tag)
+	}
+	return c.Irecv(t.b, src, tag)
+}
+
+// release gives a staging copy or layout view back once no operation uses
+// it.
 func (t tbuf) release() {
+	if t.lay != nil {
+		*t.lay = cLayout{}
+		lib.mu.Lock()
+		if len(lib.layouts) < maxStages {
+			lib.layouts = append(lib.layouts, t.lay)
+		}
+		lib.mu.Unlock()
+		return
+	}
 	if t.l == nil || t.b == nil {
 		return
 	}
