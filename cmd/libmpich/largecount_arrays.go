@@ -32,28 +32,20 @@ func (a *arrays) fits(v int64, what string, i int) bool {
 
 // counts returns n MPI_Count entries at p as ints (nil for a NULL p, which
 // the int form reports).
-func (a *arrays) counts(p *C.MPI_Count, n int) *C.int {
+func (a *arrays) counts(p *C.MPI_Count, n int) *C.int { return toInts(a, p, n, "counts") }
+
+// displs returns n MPI_Aint displacements at p as ints.
+func (a *arrays) displs(p *C.MPI_Aint, n int) *C.int { return toInts(a, p, n, "displacements") }
+
+// toInts converts n entries at p (MPI_Count and MPI_Aint are both C's
+// long) to ints.
+func toInts(a *arrays, p *C.long, n int, what string) *C.int {
 	if p == nil || n < 0 || a.err != nil { // after an error, n may be anything
 		return nil
 	}
 	out := make([]C.int, n+1) // +1: a valid pointer for n = 0
 	for i, v := range unsafe.Slice(p, n) {
-		if !a.fits(int64(v), "counts", i) {
-			return nil
-		}
-		out[i] = C.int(v)
-	}
-	return &out[0]
-}
-
-// displs returns n MPI_Aint displacements at p as ints.
-func (a *arrays) displs(p *C.MPI_Aint, n int) *C.int {
-	if p == nil || n < 0 || a.err != nil { // after an error, n may be anything
-		return nil
-	}
-	out := make([]C.int, n+1)
-	for i, v := range unsafe.Slice(p, n) {
-		if !a.fits(int64(v), "displacements", i) {
+		if !a.fits(int64(v), what, i) {
 			return nil
 		}
 		out[i] = C.int(v)
