@@ -412,7 +412,7 @@ func TestCollectivesKeepScratch(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector (the normal pass runs this)")
 	}
-	const n, block, warm, runs = 4, 16 << 10, 400, 100
+	const n, block, warm, runs, windows = 4, 16 << 10, 400, 100, 3
 	sum := mplite.Sum[float64]().Reducer()
 	for _, tc := range []struct {
 		coll, algo string
@@ -458,7 +458,7 @@ func TestCollectivesKeepScratch(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for range warm + 1 + runs {
+					for range warm + windows*(1+runs) {
 						if errs[r] = call(r); errs[r] != nil {
 							return
 						}
@@ -472,11 +472,19 @@ func TestCollectivesKeepScratch(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			mallocs, per := memPerRun(runs, func() {
-				if err := call(0); err != nil {
-					t.Fatal(err)
-				}
-			})
+			// The least of three windows, as allocsPerRun: on a loaded
+			// machine a background event (a timer of a wait that blocked,
+			// a retransmission) lands in some windows, the path's own
+			// allocations in every one.
+			mallocs, per := uint64(math.MaxUint64), uint64(math.MaxUint64)
+			for range windows {
+				m, b := memPerRun(runs, func() {
+					if err := call(0); err != nil {
+						t.Fatal(err)
+					}
+				})
+				mallocs, per = min(mallocs, m), min(per, b)
+			}
 			wg.Wait()
 			for r, err := range errs {
 				if err != nil {
