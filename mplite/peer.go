@@ -334,7 +334,7 @@ func (c *Comm) pumpPeer(p *peer) {
 			}
 			continue
 		}
-		if !c.postSlotFrom(p, &e, r) {
+		if !c.postSlot(p, &e, r) {
 			c.complete(r, p.err)
 			return
 		}
@@ -342,30 +342,23 @@ func (c *Comm) pumpPeer(p *peer) {
 	}
 }
 
-// postSlot posts one envelope (with eager data) from a free send slot.
-func (c *Comm) postSlot(p *peer, e *envelope, data []byte) bool {
-	return c.postSlotWith(p, e, data, nil)
-}
-
-// postSlotFrom posts eager send r, gathering a layout's bytes straight
+// postSlot posts one envelope from a free send slot, with the data of
+// eager send r if r is not nil: its slice, or its layout gathered straight
 // into the slot.
-func (c *Comm) postSlotFrom(p *peer, e *envelope, r *Request) bool {
-	if r.lay != nil && r.buf == nil {
-		return c.postSlotWith(p, e, nil, r)
-	}
-	return c.postSlotWith(p, e, r.buf, nil)
-}
-
-func (c *Comm) postSlotWith(p *peer, e *envelope, data []byte, from *Request) bool {
+func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 	n := len(p.sfre) - 1
 	i := p.sfre[n]
 	p.sfre = p.sfre[:n]
 	b := p.sendSlot(c, i)
 	putEnvelope(b, e)
-	k := copy(b[envLen:], data)
-	if from != nil {
-		k = from.layLen
-		from.lay.Gather(b[envLen : envLen+k])
+	k := 0
+	switch {
+	case r == nil:
+	case r.lay != nil && r.buf == nil:
+		k = r.layLen
+		r.lay.Gather(b[envLen : envLen+k])
+	default:
+		k = copy(b[envLen:], r.buf)
 	}
 	d := &p.sd[i]
 	d.Control = descriptors.Control{}

@@ -15,14 +15,15 @@ extern int MPI_Type_vector(int, int, int, MPI_Datatype, MPI_Datatype *);
 extern int MPI_Type_commit(MPI_Datatype *);
 extern int MPI_Type_free(MPI_Datatype *);
 
-// ev_pingpong is rank 0 of iters round trips through the exported MPI_Send
-// and MPI_Recv, called from C as an MPICH-linked program calls them.
-static int ev_pingpong(void *buf, int count, int iters) {
+// ev_pingpong is rank 0 of iters round trips of count elements of dt
+// through the exported MPI_Send and MPI_Recv, called from C as an
+// MPICH-linked program calls them.
+static int ev_pingpong(void *buf, int count, MPI_Datatype dt, int iters) {
 	for (int i = 0; i < iters; i++) {
-		int rc = MPI_Send(buf, count, 0x4c00010d, 1, 0, 0x44000000);
+		int rc = MPI_Send(buf, count, dt, 1, 0, 0x44000000);
 		if (rc != 0)
 			return rc;
-		rc = MPI_Recv(buf, count, 0x4c00010d, 1, 0, 0x44000000, (MPI_Status *)1);
+		rc = MPI_Recv(buf, count, dt, 1, 0, 0x44000000, (MPI_Status *)1);
 		if (rc != 0)
 			return rc;
 	}
@@ -30,12 +31,12 @@ static int ev_pingpong(void *buf, int count, int iters) {
 }
 
 // ev_isend_wait is ev_pingpong with MPI_Irecv, MPI_Isend and MPI_Waitall.
-static int ev_isend_wait(void *sbuf, void *rbuf, int count, int iters) {
+static int ev_isend_wait(void *sbuf, void *rbuf, int count, MPI_Datatype dt, int iters) {
 	MPI_Request reqs[2];
 	for (int i = 0; i < iters; i++) {
-		int rc = MPI_Irecv(rbuf, count, 0x4c00010d, 1, 0, 0x44000000, &reqs[0]);
+		int rc = MPI_Irecv(rbuf, count, dt, 1, 0, 0x44000000, &reqs[0]);
 		if (rc == 0)
-			rc = MPI_Isend(sbuf, count, 0x4c00010d, 1, 0, 0x44000000, &reqs[1]);
+			rc = MPI_Isend(sbuf, count, dt, 1, 0, 0x44000000, &reqs[1]);
 		if (rc == 0)
 			rc = MPI_Waitall(2, reqs, (MPI_Status *)1);
 		if (rc != 0)
@@ -50,38 +51,13 @@ static int ev_column(int count, MPI_Datatype *t) {
 	int rc = MPI_Type_vector(count, 1, 2, 0x4c00080b, t);
 	return rc ? rc : MPI_Type_commit(t);
 }
-
-// ev_typed_pingpong is ev_pingpong of one element of datatype t.
-static int ev_typed_pingpong(void *buf, MPI_Datatype t, int iters) {
-	for (int i = 0; i < iters; i++) {
-		int rc = MPI_Send(buf, 1, t, 1, 0, 0x44000000);
-		if (rc != 0)
-			return rc;
-		rc = MPI_Recv(buf, 1, t, 1, 0, 0x44000000, (MPI_Status *)1);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
-
-// ev_typed_exchange is ev_isend_wait of one element of datatype t.
-static int ev_typed_exchange(void *sbuf, void *rbuf, MPI_Datatype t, int iters) {
-	MPI_Request reqs[2];
-	for (int i = 0; i < iters; i++) {
-		int rc = MPI_Irecv(rbuf, 1, t, 1, 0, 0x44000000, &reqs[0]);
-		if (rc == 0)
-			rc = MPI_Isend(sbuf, 1, t, 1, 0, 0x44000000, &reqs[1]);
-		if (rc == 0)
-			rc = MPI_Waitall(2, reqs, (MPI_Status *)1);
-		if (rc != 0)
-			return rc;
-	}
-	return 0;
-}
 */
 import "C"
 
 import "unsafe"
+
+// mpiByte is MPICH's MPI_BYTE.
+const mpiByte C.MPI_Datatype = 0x4c00010d
 
 // cMalloc returns n bytes of C memory (free it with cFree): buffers that
 // never move, as a C program's are.
@@ -94,7 +70,7 @@ func cFree(p unsafe.Pointer) { C.free(p) }
 // first MPI error code, or 0. For the tests and benchmarks of the C
 // boundary: a Go test file cannot call C itself.
 func cPingPong(buf unsafe.Pointer, count, iters int) int {
-	return int(C.ev_pingpong(buf, C.int(count), C.int(iters)))
+	return int(C.ev_pingpong(buf, C.int(count), mpiByte, C.int(iters)))
 }
 
 // cColumn returns a committed datatype of count doubles, every other one
@@ -109,15 +85,15 @@ func cTypeFree(t C.MPI_Datatype) { C.MPI_Type_free(&t) }
 
 // cTypedPingPong is cPingPong of one element of datatype t.
 func cTypedPingPong(buf unsafe.Pointer, t C.MPI_Datatype, iters int) int {
-	return int(C.ev_typed_pingpong(buf, t, C.int(iters)))
+	return int(C.ev_pingpong(buf, 1, t, C.int(iters)))
 }
 
 // cTypedExchange is cExchange of one element of datatype t.
 func cTypedExchange(sbuf, rbuf unsafe.Pointer, t C.MPI_Datatype, iters int) int {
-	return int(C.ev_typed_exchange(sbuf, rbuf, t, C.int(iters)))
+	return int(C.ev_isend_wait(sbuf, rbuf, 1, t, C.int(iters)))
 }
 
 // cExchange is cPingPong with MPI_Irecv, MPI_Isend and MPI_Waitall.
 func cExchange(sbuf, rbuf unsafe.Pointer, count, iters int) int {
-	return int(C.ev_isend_wait(sbuf, rbuf, C.int(count), C.int(iters)))
+	return int(C.ev_isend_wait(sbuf, rbuf, C.int(count), mpiByte, C.int(iters)))
 }

@@ -90,41 +90,28 @@ func degrees(comm C.MPI_Comm) (in, out int) {
 	return len(srcs), len(dsts)
 }
 
-// scalars converts the scalar counts of a _c call.
+// scalar converts a scalar count of a _c call.
 func (a *arrays) scalar(v C.MPI_Count) C.int {
 	a.fits(int64(v), "count", 0)
 	return C.int(v)
 }
 
 // rootArrays converts the counts and displacements only the root reads.
-func rootArrays(counts *C.MPI_Count, displs *C.MPI_Aint, root C.int, comm C.MPI_Comm) (*C.int, *C.int, error) {
-	var a arrays
+func (a *arrays) rootArrays(counts *C.MPI_Count, displs *C.MPI_Aint, root C.int, comm C.MPI_Comm) (*C.int, *C.int) {
 	n, rank, ok := shape(comm)
 	if !ok || rank != int(root) {
-		return nil, nil, nil
+		return nil, nil
 	}
-	c, d := a.counts(counts, n), a.displs(displs, n)
-	return c, d, a.err
+	return a.counts(counts, n), a.displs(displs, n)
 }
 
 // allArrays converts counts and displacements every rank reads, n of each.
-func allArrays(counts *C.MPI_Count, displs *C.MPI_Aint, comm C.MPI_Comm) (*C.int, *C.int, error) {
-	var a arrays
+func (a *arrays) allArrays(counts *C.MPI_Count, displs *C.MPI_Aint, comm C.MPI_Comm) (*C.int, *C.int) {
 	n, _, ok := shape(comm)
 	if !ok {
-		return nil, nil, nil
+		return nil, nil
 	}
-	c, d := a.counts(counts, n), a.displs(displs, n)
-	return c, d, a.err
-}
-
-// sendArrays are allArrays for the send side of an all-to-all, unread with
-// MPI_IN_PLACE.
-func sendArrays(sbuf unsafe.Pointer, counts *C.MPI_Count, displs *C.MPI_Aint, comm C.MPI_Comm) (*C.int, *C.int, error) {
-	if isInPlace(sbuf) {
-		return nil, nil, nil
-	}
-	return allArrays(counts, displs, comm)
+	return a.counts(counts, n), a.displs(displs, n)
 }
 
 // ---- Gatherv ----
@@ -133,12 +120,9 @@ func gathervC(fn string, scount C.MPI_Count, rcounts *C.MPI_Count, displs *C.MPI
 	call func(sc C.int, rc, rd *C.int) C.int) C.int {
 	var a arrays
 	sc := a.scalar(scount)
-	rc, rd, err := rootArrays(rcounts, displs, root, comm)
-	if err == nil {
-		err = a.err
-	}
-	if err != nil {
-		return retc(comm, fn, err)
+	rc, rd := a.rootArrays(rcounts, displs, root, comm)
+	if a.err != nil {
+		return retc(comm, fn, a.err)
 	}
 	return call(sc, rc, rd)
 }
@@ -176,12 +160,9 @@ func scattervC(fn string, scounts *C.MPI_Count, displs *C.MPI_Aint, rcount C.MPI
 	call func(sc, sd *C.int, rc C.int) C.int) C.int {
 	var a arrays
 	rc := a.scalar(rcount)
-	sc, sd, err := rootArrays(scounts, displs, root, comm)
-	if err == nil {
-		err = a.err
-	}
-	if err != nil {
-		return retc(comm, fn, err)
+	sc, sd := a.rootArrays(scounts, displs, root, comm)
+	if a.err != nil {
+		return retc(comm, fn, a.err)
 	}
 	return call(sc, sd, rc)
 }
@@ -219,12 +200,9 @@ func allgathervC(fn string, scount C.MPI_Count, rcounts *C.MPI_Count, displs *C.
 	call func(sc C.int, rc, rd *C.int) C.int) C.int {
 	var a arrays
 	sc := a.scalar(scount)
-	rc, rd, err := allArrays(rcounts, displs, comm)
-	if err == nil {
-		err = a.err
-	}
-	if err != nil {
-		return retc(comm, fn, err)
+	rc, rd := a.allArrays(rcounts, displs, comm)
+	if a.err != nil {
+		return retc(comm, fn, a.err)
 	}
 	return call(sc, rc, rd)
 }
@@ -260,13 +238,14 @@ func PMPI_Allgatherv_init_c(sbuf unsafe.Pointer, scount C.MPI_Count, stype C.MPI
 
 func alltoallvC(fn string, sbuf unsafe.Pointer, scounts *C.MPI_Count, sdispls *C.MPI_Aint, rcounts *C.MPI_Count, rdispls *C.MPI_Aint,
 	comm C.MPI_Comm, call func(sc, sd, rc, rd *C.int) C.int) C.int {
-	sc, sd, err := sendArrays(sbuf, scounts, sdispls, comm)
-	var rc, rd *C.int
-	if err == nil {
-		rc, rd, err = allArrays(rcounts, rdispls, comm)
+	var a arrays
+	var sc, sd *C.int
+	if !isInPlace(sbuf) { // MPI_IN_PLACE: the send arrays are not read
+		sc, sd = a.allArrays(scounts, sdispls, comm)
 	}
-	if err != nil {
-		return retc(comm, fn, err)
+	rc, rd := a.allArrays(rcounts, rdispls, comm)
+	if a.err != nil {
+		return retc(comm, fn, a.err)
 	}
 	return call(sc, sd, rc, rd)
 }
@@ -329,10 +308,7 @@ func PMPI_Alltoallw_init_c(sbuf unsafe.Pointer, scounts *C.MPI_Count, sdispls *C
 
 func reduceScatterC(fn string, counts *C.MPI_Count, comm C.MPI_Comm, call func(rc *C.int) C.int) C.int {
 	var a arrays
-	var rc *C.int
-	if n, _, ok := shape(comm); ok {
-		rc = a.counts(counts, n)
-	}
+	rc, _ := a.allArrays(counts, nil, comm)
 	if a.err != nil {
 		return retc(comm, fn, a.err)
 	}

@@ -62,33 +62,20 @@ func run(args []string) int {
 			fmt.Printf("mpitest: %s: rails %d, rail failures %d, reconnects %d\n", who, st.Rails, st.RailFailures, st.RailReconnects)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "mpitest: %s: chaos: %v\n", who, err)
-			c.Close()
-			return 1
+			err = fmt.Errorf("chaos: %w", err)
 		}
-		if err := c.Finalize(); err != nil {
-			fmt.Fprintf(os.Stderr, "mpitest: %s: finalize: %v\n", who, err)
-			return 1
-		}
-		fmt.Printf("mpitest: %s: chaos ok: %d ops, %d messages, %d bytes checked in %v\n", who, sum.Ops, sum.Messages, sum.Bytes,
-			time.Since(start).Round(time.Millisecond))
-		return 0
+		return finish(c, who, err, func() string {
+			return fmt.Sprintf("chaos ok: %d ops, %d messages, %d bytes checked in %v", sum.Ops, sum.Messages, sum.Bytes,
+				time.Since(start).Round(time.Millisecond))
+		})
 	}
 	if *loop != "" {
 		res, err := runLoop(c, *loop, *loopSize, *loopFor)
 		st := c.Stats()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
-			c.Close()
-			return 1
-		}
-		if err := c.Finalize(); err != nil {
-			fmt.Fprintf(os.Stderr, "mpitest: %s: finalize: %v\n", who, err)
-			return 1
-		}
-		fmt.Printf("mpitest: %s: loop %s ok: %d calls, %d bytes checked in %v; rails %d, rail failures %d, first seen in call %d\n",
-			who, *loop, res.calls, res.bytes, time.Since(start).Round(time.Millisecond), st.Rails, st.RailFailures, res.failedIn)
-		return 0
+		return finish(c, who, err, func() string {
+			return fmt.Sprintf("loop %s ok: %d calls, %d bytes checked in %v; rails %d, rail failures %d, first seen in call %d",
+				*loop, res.calls, res.bytes, time.Since(start).Round(time.Millisecond), st.Rails, st.RailFailures, res.failedIn)
+		})
 	}
 	if *kill > 0 {
 		return sigkill(c, who, *kill, start)
@@ -121,6 +108,12 @@ func run(args []string) int {
 	if st := c.Stats(); st.Rails > 1 {
 		fmt.Printf("mpitest: %s: rails %d, rail failures %d, reconnects %d\n", who, st.Rails, st.RailFailures, st.RailReconnects)
 	}
+	return finish(c, who, err, func() string { return fmt.Sprintf("ok in %v", time.Since(start).Round(time.Millisecond)) })
+}
+
+// finish ends a run: on err it reports it and closes c (exit 1); else it
+// finalizes c and prints the run's ok line.
+func finish(c *mplite.Comm, who string, err error, okLine func() string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mpitest: %s: %v\n", who, err)
 		c.Close()
@@ -130,7 +123,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "mpitest: %s: finalize: %v\n", who, err)
 		return 1
 	}
-	fmt.Printf("mpitest: %s: ok in %v\n", who, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("mpitest: %s: %s\n", who, okLine())
 	return 0
 }
 
