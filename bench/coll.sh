@@ -12,7 +12,8 @@
 # ROUNDS (3): Open MPI's script runs ROUNDS times and collbench times every point in ROUNDS
 # interleaved rounds (-rounds); each side's time is the median of its rounds (single runs of one
 # point swing by 20-40 % on this VM, enough to reorder algorithms).
-# Env: SECS (timed seconds per point, both sides; 2), NP (8), MTU (1500), DRIVER (afxdp: its polls are memory reads, where AF_PACKET's are system calls),
+# Env: SECS (timed seconds per point, both sides; 2), NP (8), MTU (1500), RATE (per switch port, tc
+# style such as 100mbit; both sides get the same tbf: ompi-collectives.sh's RATE, mprun -rate), DRIVER (afxdp: its polls are memory reads, where AF_PACKET's are system calls),
 # TUNE (collbench -tune: "measure" or a tuning file; default the built-in model),
 # COLLS (bcast,allgather,alltoall,allreduce), SIZES (1,1024,65536,1048576),
 # OMPI_OUT (reuse a file of ompi-collectives.sh output instead of running it), OUT (work dir).
@@ -24,6 +25,7 @@ SECS=${SECS:-2}
 ROUNDS=${ROUNDS:-3}
 NP=${NP:-8}
 MTU=${MTU:-1500}
+RATE=${RATE:-}
 DRIVER=${DRIVER:-afxdp}
 TUNE=${TUNE:-}
 COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
@@ -38,7 +40,7 @@ if [ -n "${OMPI_OUT:-}" ]; then
 else
 	: >"$OUT/ompi.out"
 	for r in $(seq "$ROUNDS"); do
-		SECS=$SECS NP=$NP MTU=$MTU SIZES=$SIZES COLLS=$COLLS sh "$bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
+		SECS=$SECS NP=$NP MTU=$MTU RATE=$RATE SIZES=$SIZES COLLS=$COLLS sh "$bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
 			cat "$OUT/ompi.err" >&2
 			echo "coll.sh: ompi-collectives.sh failed (round $r)" >&2
 			exit 1
@@ -49,7 +51,9 @@ echo "coll.sh: Open MPI done ($(grep -c -E '^(coll=|ompi )' "$OUT/ompi.out") poi
 
 tune=()
 [ -n "$TUNE" ] && tune=(-tune "$TUNE")
-"$OUT/mprun" -np "$NP" -mtu "$MTU" -driver "$DRIVER" -timeout 30m -- \
+rate=()
+[ -n "$RATE" ] && rate=(-rate "$RATE")
+"$OUT/mprun" -np "$NP" -mtu "$MTU" "${rate[@]}" -driver "$DRIVER" -timeout 30m -- \
 	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -secs "$(python3 -c "print($SECS*$ROUNDS)")" -rounds "$ROUNDS" "${tune[@]}" \
 	>"$OUT/ours.out" 2>"$OUT/ours.err" || {
 	tail -30 "$OUT/ours.err" >&2

@@ -294,11 +294,12 @@ func (c *Comm) pick(t *collTable, m int, commutative bool) *algoEntry {
 		} else {
 			c1, c2, w1, w2 = e.costs(s.n, m)
 		}
-		est := c1*tu.Ts + c2*tu.Tc
+		tc := tu.byteTime()
+		est := c1*tu.Ts + c2*tc
 		cpus := c.cfg.sharedCPUs
 		if cpus > 0 {
 			// Every rank of the job on cpus processors.
-			est = max(est, (w1*tu.Ts+w2*tu.Tc)/float64(cpus))
+			est = max(est, (w1*tu.Ts+w2*tc)/float64(cpus))
 		}
 		// On a tie with the pairwise exchange, ranks that share CPUs do
 		// better posting every message at once (linear): whichever rank
@@ -381,6 +382,19 @@ func phasedCost(n, m int) (c1, c2 float64) {
 // (WithAlgorithm, SetAlgorithm, MPLITE_ALGO_<COLL>).
 func overrideOnly(selection) bool { return false }
 
+// lineRateMcast lets the cost model choose the multicast Bcast on a
+// switch of known line rate (Tuning.Rate), for messages of at least
+// mcastAutoMin: there the root's port carries each byte once where a tree
+// carries it ceil(log2 n) times. Below it the multicast's fixed costs (the
+// completion tree, a datagram wait) are not repaid: at 100 Mbit/s on 8
+// ranks a 1 KiB multicast Bcast took 0.3-0.4 ms against the binomial
+// tree's 0.1, level at 64 KiB, half the tree's time at 1 MiB
+// (docs/performance.md). A member that cannot join the group makes every
+// member fall back to the tree, so the choice needs no local knowledge.
+func lineRateMcast(s selection) bool { return s.t.Rate > 0 && s.m >= mcastAutoMin }
+
+const mcastAutoMin = 256 << 10
+
 // commutativeOnly is for algorithms that combine in no fixed order.
 func commutativeOnly(s selection) bool { return s.commutative }
 
@@ -413,8 +427,12 @@ const allreduceLong = 512 << 10
 // the linear one's 23.5 at 64 KiB over two bonded NICs at 100 Mbit/s
 // (level over one); at 1 MiB the linear one, all exchanges in flight
 // together, was 5-7 % faster over one NIC or two.
-func pairwiseAlltoall(s selection) bool { return s.m < alltoallLong }
-func linearAlltoall(s selection) bool   { return s.m >= alltoallLong }
+//
+// On a switch of known line rate the linear exchange is never chosen: with
+// every message in flight at once, seven senders fill one port's queue,
+// and the control messages of the next step wait behind the data.
+func pairwiseAlltoall(s selection) bool { return s.m < alltoallLong || s.t.Rate > 0 }
+func linearAlltoall(s selection) bool   { return s.m >= alltoallLong && s.t.Rate == 0 }
 
 const alltoallLong = 512 << 10
 
@@ -454,7 +472,7 @@ func newAlgoTables() *algoTables {
 			{id: algoMcastAck, name: "mcast-ack", eligible: overrideOnly,
 				cost: func(n, m int) (float64, float64) { return mcastCost(false, n, m), float64(m) },
 				work: func(n, m int) (float64, float64) { return float64(n), float64(m) }},
-			{id: algoMcastNak, name: "mcast-nak", eligible: overrideOnly,
+			{id: algoMcastNak, name: "mcast-nak", eligible: lineRateMcast,
 				cost: func(n, m int) (float64, float64) { return mcastCost(true, n, m), float64(m) },
 				work: func(n, m int) (float64, float64) { return float64(n), float64(m) }},
 		}},

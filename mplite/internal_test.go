@@ -163,3 +163,18 @@ func FuzzEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// The window at a known line rate keeps about lineWindowTime of the line
+// in flight: 32 frames at 100 Mbit/s and MTU 1500, the default on fast
+// lines, never fewer than 16.
+func TestLineWindow(t *testing.T) {
+	for _, tc := range []struct {
+		rate uint64
+		mtu  int
+		want int
+	}{{100e6, 1500, 32}, {1e9, 1500, 256}, {10e9, 9000, 256}, {1e6, 1500, 16}, {100e6, 9000, 16}} {
+		if got := lineWindow(tc.rate, tc.mtu); got != tc.want {
+			t.Errorf("lineWindow(%d, %d) = %d, want %d", tc.rate, tc.mtu, got, tc.want)
+		}
+	}
+}

@@ -79,6 +79,7 @@ type config struct {
 	tuning      Tuning
 	tuneMeasure bool
 	tuneSet     bool // an option chose the tuning: MPLITE_TUNING is ignored
+	rateSet     bool // WithPortRate or MPLITE_RATE chose tuning.Rate
 	phasedTh    int
 	phasedAuto  bool
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/linerate"
 	"github.com/ethervia/ethervia/mplite/cc"
 )
 
@@ -20,6 +21,21 @@ import (
 type Tuning struct {
 	Ts float64 // start-up time of a message, seconds
 	Tc float64 // time per byte, seconds
+	// Rate is the line rate of the job's slowest switch port in bit/s (0:
+	// unknown). A known rate bounds Tc below (8/Rate), sizes the
+	// connections' windows, paces multicast, and lets the cost model
+	// choose the algorithms that pay on a line-rate switch (docs/
+	// design-notes.md, "Collectives at line rate").
+	Rate uint64
+}
+
+// byteTime is the time per byte the cost model uses: Tc, or the line's
+// if that is slower.
+func (t Tuning) byteTime() float64 {
+	if t.Rate > 0 {
+		return max(t.Tc, 8/float64(t.Rate))
+	}
+	return t.Tc
 }
 
 // DefaultTuning is used unless measured or loaded: 20 µs and 10 Gb/s.
@@ -27,12 +43,17 @@ func DefaultTuning() Tuning { return Tuning{Ts: 20e-6, Tc: 0.8e-9} }
 
 // MarshalText writes the tuning file format that WithTuningFile reads.
 func (t Tuning) MarshalText() ([]byte, error) {
-	return fmt.Appendf(nil, "ts %g\ntc %g\n", t.Ts, t.Tc), nil
+	b := fmt.Appendf(nil, "ts %g\ntc %g\n", t.Ts, t.Tc)
+	if t.Rate > 0 {
+		b = fmt.Appendf(b, "rate %s\n", linerate.Format(t.Rate))
+	}
+	return b, nil
 }
 
 // ParseTuning reads a tuning file: lines "ts SECONDS" and "tc
-// SECONDS_PER_BYTE", optionally "algo COLLECTIVE ALGORITHM" (overrides),
-// blank lines and #-comments. Missing values keep DefaultTuning's.
+// SECONDS_PER_BYTE", optionally "rate RATE" (the slowest port's line rate,
+// tc style: "100mbit") and "algo COLLECTIVE ALGORITHM" (overrides), blank
+// lines and #-comments. Missing values keep DefaultTuning's.
 func ParseTuning(r io.Reader) (Tuning, map[string]string, error) {
 	t := DefaultTuning()
 	algos := map[string]string{}
@@ -59,6 +80,12 @@ func ParseTuning(r io.Reader) (Tuning, map[string]string, error) {
 			} else {
 				t.Tc = v
 			}
+		case f[0] == "rate" && len(f) == 2:
+			r, err := linerate.Parse(f[1])
+			if err != nil {
+				return t, nil, fmt.Errorf("mplite: tuning line %d: %w", line, err)
+			}
+			t.Rate = r
 		case f[0] == "algo" && len(f) == 3:
 			if err := checkAlgo(f[1], f[2]); err != nil {
 				return t, nil, fmt.Errorf("tuning line %d: %w", line, err)
@@ -97,6 +124,11 @@ func WithTuning(t Tuning) Option {
 		if !(t.Ts >= 0 && t.Tc >= 0) {
 			return fmt.Errorf("mplite: tuning %+v is negative", t)
 		}
+		if t.Rate > 0 {
+			c.rateSet = true
+		} else if c.rateSet {
+			t.Rate = c.tuning.Rate
+		}
 		c.tuning, c.tuneMeasure, c.tuneSet = t, false, true
 		return nil
 	}
@@ -108,6 +140,16 @@ func WithTuningFile(path string) Option {
 	return func(c *config) error {
 		c.tuneSet = true
 		return c.loadTuning(path)
+	}
+}
+
+// WithPortRate gives the cost model the line rate of the job's slowest
+// switch port in bit/s (0: unknown), as MPLITE_RATE (tc style, "100mbit")
+// does; it keeps the rest of the tuning. Every rank must give the same.
+func WithPortRate(bitsPerSec uint64) Option {
+	return func(c *config) error {
+		c.tuning.Rate, c.rateSet = bitsPerSec, true
+		return nil
 	}
 }
 
@@ -153,6 +195,9 @@ func (c *config) loadTuning(path string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
+	if c.rateSet || t.Rate == 0 {
+		t.Rate = c.tuning.Rate
+	}
 	c.tuning, c.tuneMeasure = t, false
 	for k, v := range algos {
 		if c.algos == nil {
@@ -165,9 +210,16 @@ func (c *config) loadTuning(path string) error {
 	return nil
 }
 
-// collEnv applies MPLITE_TUNING and MPLITE_ALGO_<COLL> where no option
-// said otherwise.
+// collEnv applies MPLITE_RATE, MPLITE_TUNING and MPLITE_ALGO_<COLL> where
+// no option said otherwise.
 func (c *config) collEnv(getenv func(string) string) error {
+	if s := getenv("MPLITE_RATE"); s != "" && !c.rateSet {
+		r, err := linerate.Parse(s)
+		if err != nil {
+			return fmt.Errorf("%w: MPLITE_RATE: %w", ErrEnvironment, err)
+		}
+		c.tuning.Rate, c.rateSet = r, true
+	}
 	if p := getenv("MPLITE_TUNING"); p != "" && !c.tuneSet {
 		if err := c.loadTuning(p); err != nil {
 			return err
@@ -269,7 +321,7 @@ func (c *Comm) bestRadix(m int, t Tuning) int {
 	best, bestT := 2, math.Inf(1)
 	for r := 2; r <= max(n, 2); r++ {
 		c1, c2 := bruckCost(n, m, r)
-		if est := c1*t.Ts + c2*t.Tc; est < bestT {
+		if est := c1*t.Ts + c2*t.byteTime(); est < bestT {
 			best, bestT = r, est
 		}
 	}
@@ -310,6 +362,7 @@ func (c *Comm) ensureTuned() error {
 	if err != nil {
 		return fmt.Errorf("measure tuning: %w", err)
 	}
+	t.Rate = c.cfg.tuning.Rate
 	c.mu.Lock()
 	c.tune, c.tuned = t, true
 	c.mu.Unlock()

@@ -115,6 +115,35 @@ func TestSelector(t *testing.T) {
 			mplite.Abandon(c)
 		}
 	}
+	// On a switch of known line rate (100 Mbit/s: 80 ns a byte against
+	// the default's 0.8) the selector takes multicast for a large Bcast,
+	// the pairwise exchange for every large Alltoall, and the tree below
+	// mcastAutoMin; without the rate it never takes multicast.
+	for _, tc := range []struct {
+		rate       uint64
+		coll, want string
+		m          int
+	}{
+		{100e6, "bcast", "mcast-nak", 1 << 20},
+		{100e6, "bcast", "binomial", 1 << 10},
+		{0, "bcast", "scatter_allgather", 1 << 20},
+		{100e6, "alltoall", "pairwise", 1 << 20},
+		{0, "alltoall", "linear", 1 << 20},
+		{100e6, "alltoall", "pairwise", 1 << 10},
+		{100e6, "allreduce", "rabenseifner", 1 << 10},
+		{0, "allreduce", "recursive_doubling", 1 << 10},
+	} {
+		comms, err := mplite.NewLocalWorld(8, mplite.WithPortRate(tc.rate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := comms[0].Algorithm(tc.coll, tc.m); err != nil || got != tc.want {
+			t.Errorf("%s of %d bytes on 8 ranks at %d bit/s: %q, %v; want %q", tc.coll, tc.m, tc.rate, got, err, tc.want)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
 	comms, err := mplite.NewLocalWorld(8, mplite.WithSharedCPUs(2))
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +219,8 @@ func TestMeasuredTuning(t *testing.T) {
 }
 
 func TestParseTuning(t *testing.T) {
-	tu, algos, err := mplite.ParseTuning(strings.NewReader("ts 5e-6 # comment\n\ntc 1e-10\nalgo alltoall phased\n"))
-	if err != nil || tu.Ts != 5e-6 || tu.Tc != 1e-10 || algos["alltoall"] != "phased" {
+	tu, algos, err := mplite.ParseTuning(strings.NewReader("ts 5e-6 # comment\n\ntc 1e-10\nrate 100mbit\nalgo alltoall phased\n"))
+	if err != nil || tu.Ts != 5e-6 || tu.Tc != 1e-10 || tu.Rate != 100e6 || algos["alltoall"] != "phased" {
 		t.Errorf("%+v %v %v", tu, algos, err)
 	}
 	text, _ := tu.MarshalText()
@@ -199,7 +228,7 @@ func TestParseTuning(t *testing.T) {
 	if err != nil || back != tu {
 		t.Errorf("round trip: %+v %v", back, err)
 	}
-	for _, bad := range []string{"ts", "ts -1", "tc NaN", "algo bcast", "algo bcast nope", "speed 10"} {
+	for _, bad := range []string{"ts", "ts -1", "tc NaN", "algo bcast", "algo bcast nope", "speed 10", "rate fast", "rate -1mbit"} {
 		if _, _, err := mplite.ParseTuning(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
@@ -212,6 +241,7 @@ func FuzzParseTuning(f *testing.F) {
 	f.Add("ts 1e-5\ntc 8e-10\n")
 	f.Add("# c\nalgo bcast binomial\n")
 	f.Add("ts 1\n\ntc 0\nalgo alltoall phased # x\n")
+	f.Add("rate 1gbit\nts 2e-5\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		tu, algos, err := mplite.ParseTuning(strings.NewReader(s))
 		if err != nil {
@@ -226,4 +256,33 @@ func FuzzParseTuning(f *testing.F) {
 			}
 		}
 	})
+}
+
+// MPLITE_RATE gives the line rate unless WithPortRate did; a bad one is
+// an error naming the variable.
+func TestPortRateEnvironment(t *testing.T) {
+	t.Setenv("MPLITE_RATE", "100mbit")
+	for _, tc := range []struct {
+		opts []mplite.Option
+		want uint64
+	}{
+		{nil, 100e6},
+		{[]mplite.Option{mplite.WithPortRate(1e9)}, 1e9},
+		{[]mplite.Option{mplite.WithTuning(mplite.Tuning{Ts: 1e-5, Tc: 1e-9})}, 100e6},
+	} {
+		comms, err := mplite.NewLocalWorld(2, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := comms[0].Tuning().Rate; got != tc.want {
+			t.Errorf("%d options: rate %d, want %d", len(tc.opts), got, tc.want)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
+	t.Setenv("MPLITE_RATE", "fast")
+	if _, err := mplite.NewLocalWorld(2); err == nil || !strings.Contains(err.Error(), "MPLITE_RATE") {
+		t.Errorf("bad MPLITE_RATE: %v", err)
+	}
 }

@@ -66,6 +66,7 @@ type options struct {
 	stall  time.Duration // a point running longer is reported and the rank exits (0: never)
 	warm   time.Duration // collectives run untimed before the first point
 	rounds int           // each point is timed this many times, algorithms interleaved
+	mstats bool          // print each rank's multicast counters at the end
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -81,6 +82,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.check, "check", false, "check every result against a local naive reference; exit 1 on a mismatch")
 	fs.DurationVar(&o.warm, "warmup", time.Second, "run untimed allreduces this long before the first point (ranks that just started run several times slower for a while)")
 	fs.DurationVar(&o.stall, "stall", 10*time.Minute, "if one point (collective, algorithm, size) takes longer, print the goroutines and exit 3 (0: wait for ever)")
+	fs.BoolVar(&o.mstats, "mcast-stats", false, "print every rank's multicast counters (McastStats) on stderr at the end")
 	fs.StringVar(&o.tune, "tune", "", "cost-model parameters: measure, or a tuning file (default: MPLITE_TUNING or the built-in values)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -166,6 +168,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = b.agreeErrors()
 	}
+	if o.mstats {
+		fmt.Fprintf(stderr, "mcast stats: %+v\n", c.McastStats())
+	}
 	if ferr := c.Finalize(); ferr != nil && err == nil {
 		err = ferr
 	}
@@ -207,7 +212,7 @@ func (b *bench) algosOf(coll string) []string {
 func (b *bench) all() error {
 	if b.c.Rank() == 0 {
 		t := b.c.Tuning()
-		fmt.Fprintf(b.errOut, "collbench: %d ranks, cost model ts=%g tc=%g (before any measurement)\n", b.c.Size(), t.Ts, t.Tc)
+		fmt.Fprintf(b.errOut, "collbench: %d ranks, cost model ts=%g tc=%g rate=%d bit/s (before any measurement)\n", b.c.Size(), t.Ts, t.Tc, t.Rate)
 	}
 	if err := b.warmup(); err != nil {
 		return fmt.Errorf("warm-up: %w", err)

@@ -3,12 +3,14 @@
 // program once per host with the bootstrap environment set, prefixes every
 // output line with the rank, and removes everything it built.
 //
-//	mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-driver D] [-timeout T] -- PROG ARGS...
+//	mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-driver D] [-timeout T] -- PROG ARGS...
 //	mprun -sweep
 //
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
 // rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
-// and, with -hostfile, MPLITE_HOSTFILE; with more ranks than CPUs, also
+// and, with -hostfile, MPLITE_HOSTFILE; with rate-limited ports (-rate,
+// -host-rate), MPLITE_RATE, the slowest port's rate, unless already set;
+// with more ranks than CPUs, also
 // MPLITE_YIELD=1 unless MPLITE_YIELD is already set, so that polling ranks
 // yield to one another (MPLITE_SPIN, the spin time, does not change that),
 // and MPLITE_CPUS (the CPU count) for
@@ -63,6 +65,7 @@ type options struct {
 	flap          string // AT+FOR: a switch port goes down at AT for FOR
 	flapHost      int
 	railDown      string // R@AT: every port of rail R goes down for good at AT
+	hostRate      string // H=RATE,...: host H's ports at their own rate
 	timeout       time.Duration
 	grace         time.Duration
 	hostfile      bool
@@ -83,6 +86,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.dup, "dup", 0, "probability that a switch port sends an Ethervia frame twice")
 	fs.StringVar(&o.flap, "flap", "", "AT+FOR: take one host's switch port (rail 0) down AT after the start, for FOR (e.g. 2s+1s)")
 	fs.IntVar(&o.flapHost, "flap-host", -1, "the host -flap takes down (default: the last)")
+	fs.StringVar(&o.hostRate, "host-rate", "", "H=RATE[,H=RATE...]: the switch ports towards host H (every rail) at RATE instead of -rate's, e.g. 3=25mbit for one slow receiver")
 	fs.StringVar(&o.railDown, "rail-down", "", "R@AT or R@BYTES: take every switch port of rail R down for good AT after the start (1@3s), or once the hosts have sent BYTES on it (1@8MiB)")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket or afxdp")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
@@ -90,7 +94,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.hostfile, "hostfile", false, "also give ranks MPLITE_HOSTFILE with every rank's MACs")
 	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -sweep")
 		fs.PrintDefaults()
 	}
@@ -127,12 +131,60 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if _, _, err := parseFlap(o.flap); err != nil {
 		return o, err
 	}
+	hr, err := parseHostRates(o.hostRate)
+	if err != nil {
+		return o, err
+	}
+	for h := range hr {
+		if h >= o.np {
+			return o, fmt.Errorf("mprun: -host-rate: host %d, but -np %d", h, o.np)
+		}
+	}
 	if rd, err := parseRailDown(o.railDown); err != nil {
 		return o, err
 	} else if rd.rail >= o.nics {
 		return o, fmt.Errorf("mprun: -rail-down: rail %d, but -nics %d", rd.rail, o.nics)
 	}
 	return o, nil
+}
+
+// parseHostRates parses -host-rate's H=RATE list into bit/s by host.
+func parseHostRates(s string) (map[int]uint64, error) {
+	out := map[int]uint64{}
+	if s == "" {
+		return out, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		h, r, ok := strings.Cut(part, "=")
+		host, err := strconv.Atoi(h)
+		if !ok || err != nil || host < 0 {
+			return nil, fmt.Errorf("mprun: -host-rate %q: want HOST=RATE[,HOST=RATE...], e.g. 3=25mbit", s)
+		}
+		bps, err := testbed.ParseRate(r)
+		if err != nil || bps == 0 {
+			return nil, fmt.Errorf("mprun: -host-rate %q: host %d: %v", s, host, err)
+		}
+		out[host] = bps
+	}
+	return out, nil
+}
+
+// slowestRate is the lowest rate limit of the job's switch ports in bit/s
+// (0: no port is limited), which the ranks get as MPLITE_RATE.
+func slowestRate(tb *testbed.Testbed, np, nics int) (uint64, error) {
+	var slow uint64
+	for h := range np {
+		for r := range nics {
+			bps, err := tb.Rate(h, r)
+			if err != nil {
+				return 0, fmt.Errorf("mprun: rate of host %d rail %d: %w", h, r, err)
+			}
+			if bps > 0 && (slow == 0 || bps < slow) {
+				slow = bps
+			}
+		}
+	}
+	return slow, nil
 }
 
 // parseFlap parses -flap's AT+FOR ("" is no flap: FOR 0).
@@ -275,6 +327,14 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			err = errors.Join(err, fmt.Errorf("mprun: cleanup: %w", cerr))
 		}
 	}()
+	hostRates, _ := parseHostRates(o.hostRate) // checked in parse
+	for h, bps := range hostRates {
+		for r := 0; r < o.nics; r++ {
+			if err := tb.SetRate(h, r, bps); err != nil {
+				return fmt.Errorf("mprun: -host-rate: %w", err)
+			}
+		}
+	}
 	faults := bpf.FaultConfig{Drop: o.drop, Corrupt: o.corrupt, Duplicate: o.dup}
 	if o.faulty() {
 		for h := 0; h < o.np; h++ {
@@ -400,7 +460,7 @@ func (o options) faulty() bool { return o.drop > 0 || o.corrupt > 0 || o.dup > 0
 // on a host's own veth would not limit our senders, which bypass the
 // qdisc).
 func (o options) cable() bool {
-	return o.rate == "" && !o.faulty() && o.flap == "" && o.railDown == ""
+	return o.rate == "" && o.hostRate == "" && !o.faulty() && o.flap == "" && o.railDown == ""
 }
 
 // portEvents schedules -flap and -rail-down; the returned function cancels
@@ -491,6 +551,10 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		return nil, nil, fmt.Errorf("mprun: job key: %w", err)
 	}
 	job := binary.BigEndian.Uint32(key[:])
+	slow, err := slowestRate(tb, o.np, o.nics)
+	if err != nil {
+		return nil, nil, err
+	}
 	cleanup := func() {}
 	hostfile := ""
 	if o.hostfile {
@@ -524,6 +588,11 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		}
 		if hostfile != "" {
 			env = append(env, "MPLITE_HOSTFILE="+hostfile)
+		}
+		if slow > 0 && os.Getenv("MPLITE_RATE") == "" {
+			// The cost model and the windows need the line rate, and
+			// every rank must see the same: the slowest port's.
+			env = append(env, "MPLITE_RATE="+testbed.FormatRate(slow))
 		}
 		env = append(env, oversubscribed(o.np, runtime.NumCPU(), os.Getenv)...)
 		env = append(env, goProcs(o.np, runtime.NumCPU(), os.Getenv)...)

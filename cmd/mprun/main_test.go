@@ -165,6 +165,40 @@ func TestParseRailDown(t *testing.T) {
 	}
 }
 
+func TestParseHostRates(t *testing.T) {
+	got, err := parseHostRates("3=25mbit,0=1gbit")
+	if err != nil || len(got) != 2 || got[3] != 25e6 || got[0] != 1e9 {
+		t.Errorf("parseHostRates = %v, %v", got, err)
+	}
+	for _, bad := range []string{"3", "=25mbit", "-1=1mbit", "3=fast", "3=0", "3=25mbit,"} {
+		if _, err := parseHostRates(bad); err == nil {
+			t.Errorf("parseHostRates(%q): no error", bad)
+		}
+	}
+}
+
+// The ranks get the slowest port's rate as MPLITE_RATE, -host-rate slows
+// one host's ports, and a rate the user set is left alone.
+func TestRanksGetSlowestRate(t *testing.T) {
+	needRoot(t)
+	out, errOut, code := mprun(t, "-np", "3", "-rate", "100mbit", "-host-rate", "1=25mbit", "--", "sh", "-c", "echo rate=$MPLITE_RATE")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if n := strings.Count(out, "rate=25mbit"); n != 3 {
+		t.Errorf("want MPLITE_RATE=25mbit on 3 ranks:\n%s", out)
+	}
+	t.Setenv("MPLITE_RATE", "1gbit")
+	out, errOut, code = mprun(t, "-np", "2", "-rate", "100mbit", "--", "sh", "-c", "echo rate=$MPLITE_RATE")
+	if code != 0 || strings.Count(out, "rate=1gbit") != 2 {
+		t.Errorf("user's MPLITE_RATE: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = mprun(t, "-np", "2", "-host-rate", "2=1mbit", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "host 2, but -np 2") {
+		t.Errorf("-host-rate beyond -np: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // -flap takes the port down and up again, and the faults are reported.
 func TestFlapAndFaultReport(t *testing.T) {
 	needRoot(t)
