@@ -57,6 +57,12 @@ const (
 	// mcastPoll bounds one wait for datagrams (completions on the
 	// point-to-point path end it too: WatchCQ).
 	mcastPoll = time.Millisecond
+	// mcastAhead is how far a paced root may run ahead of the line: the
+	// frames it has sent but the slowest port has not yet carried. A
+	// switch port's queue then holds at most this much of the multicast
+	// (the testbed's holds 55 ms), and a wait that oversleeps by a poll
+	// interval still leaves the port busy.
+	mcastAhead = 3 * time.Millisecond
 )
 
 // Multicast header, at the start of every mcastKind datagram's payload:
@@ -374,6 +380,12 @@ type mcOp struct {
 	x        *xfer
 	rto      time.Duration
 	lastProg time.Time
+	// Pacing (the root, at a known line rate): byteTime is the slowest
+	// port's time per byte (0: unpaced), frameOver a frame's bytes beyond
+	// its payload, due when the port will have carried what was sent.
+	byteTime  time.Duration
+	frameOver int
+	due       time.Time
 	// receiver
 	got, cum  int // chunks received; chunks received in order
 	ackedUpTo int // cum in the last ACK sent
@@ -425,6 +437,13 @@ func (c *Comm) mcastRun(g *mcGroup, buf []byte, off, total, root int, nak bool) 
 	*o = mcOp{c: c, g: g, port: port, buf: buf, off: off, total: total, root: root, n: c.csize, me: c.crank, nak: nak,
 		cs: port.MaxPayload() - mcHdrLen, rootMAC: c.macs[c.worldRank(root)], x: c.newXfer(), rto: mcastRTO}
 	o.k = (total + o.cs - 1) / o.cs
+	if r := c.Tuning().Rate; r > 0 && o.me == root {
+		// Picoseconds a byte would be finer, but a nanosecond is 1 Tbit/s:
+		// rates above 8 Gbit/s round to 1 ns a byte, which is pacing
+		// loose enough to never bind below the line.
+		o.byteTime = max(time.Duration(8e9/float64(r)), 1)
+		o.frameOver = nic.FrameCap(c.devs[0].MTU()) - port.MaxPayload()
+	}
 	if uint64(total) > 0xffffffff {
 		return fmt.Errorf("multicast of %d bytes: at most 4 GiB", total)
 	}
@@ -539,6 +558,7 @@ func (o *mcOp) sendChunk(i int, flags uint8) error {
 	if err := o.port.SendTo(o.g.mac[:], m.frame[:mcHdrLen+n]); err != nil {
 		return err
 	}
+	o.paced(mcHdrLen + n)
 	m.mu.Lock()
 	if flags != 0 {
 		m.stats.Resent++
@@ -549,11 +569,43 @@ func (o *mcOp) sendChunk(i int, flags uint8) error {
 	return nil
 }
 
-// sendNew multicasts the next chunks below limit, up to a batch, each
-// copied once from the user's buffer into its frame.
-func (o *mcOp) sendNew(limit int) error {
+// paced counts a sent frame of n payload bytes against the line.
+func (o *mcOp) paced(n int) {
+	if o.byteTime == 0 {
+		return
+	}
+	if now := time.Now(); o.due.Before(now) {
+		o.due = now
+	}
+	o.due = o.due.Add(time.Duration(n+o.frameOver) * o.byteTime)
+}
+
+// room is how many full chunks the root may send now without running
+// more than mcastAhead ahead of the line.
+func (o *mcOp) room() int {
+	if o.byteTime == 0 {
+		return vi.DatagramBatch
+	}
+	ahead := max(time.Until(o.due), 0) // a zero due is far in the past
+	frame := time.Duration(o.cs+mcHdrLen+o.frameOver) * o.byteTime
+	return max(int((mcastAhead-ahead)/frame), 0)
+}
+
+// paceWait is how long the root should wait before sending again: until
+// the line has carried half of what it is ahead.
+func (o *mcOp) paceWait() time.Duration {
+	return time.Until(o.due) - mcastAhead/2
+}
+
+// sendNew multicasts the next chunks below limit, up to a batch and the
+// pacing's room, each copied once from the user's buffer into its frame.
+// It returns how many it sent.
+func (o *mcOp) sendNew(limit int) (int, error) {
 	m := &o.c.mc
-	cnt := min(limit-o.sent, vi.DatagramBatch)
+	cnt := min(limit-o.sent, vi.DatagramBatch, o.room())
+	if cnt <= 0 {
+		return 0, nil
+	}
 	h := o.hdr(mcData)
 	for i := range cnt {
 		b := o.port.BatchBuffer(i)
@@ -561,15 +613,16 @@ func (o *mcOp) sendNew(limit int) error {
 		putMcHdr(b, &h)
 		lo := (o.sent + i) * o.cs
 		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], o.buf[lo:min(lo+o.cs, len(o.buf))])
+		o.paced(m.lens[i])
 	}
 	if err := o.port.SendBatch(o.g.mac[:], m.lens[:cnt]); err != nil {
-		return err
+		return 0, err
 	}
 	o.sent += cnt
 	m.mu.Lock()
 	m.stats.DataSent += uint64(cnt)
 	m.mu.Unlock()
-	return nil
+	return cnt, nil
 }
 
 // feedback sends an ACK or NAK to the root.
@@ -896,10 +949,15 @@ func (o *mcOp) runRoot() error {
 		if !o.nak {
 			limit = min(o.k, o.minAcked()+mcastWindow)
 		}
-		for burst := 0; o.sent < limit && burst < mcastWindow; burst += vi.DatagramBatch {
-			if err := o.sendNew(limit); err != nil {
+		for burst := 0; o.sent < limit && burst < mcastWindow; {
+			n, err := o.sendNew(limit)
+			if err != nil {
 				return err
 			}
+			if n == 0 {
+				break // paced: the line is mcastAhead behind
+			}
+			burst += n
 		}
 		if err := o.drain(first); err != nil {
 			return err
@@ -911,8 +969,14 @@ func (o *mcOp) runRoot() error {
 			return err
 		}
 		now := time.Now()
+		// Silence counts from when the line has carried what was sent:
+		// at 100 Mbit/s a 1 MiB multicast is 84 ms on the wire.
+		quiet := o.lastProg
+		if o.due.After(quiet) {
+			quiet = o.due
+		}
 		if o.sent == o.k || !o.nak {
-			if now.Sub(o.lastProg) >= o.rto {
+			if now.Sub(quiet) >= o.rto {
 				if err := o.timeout(); err != nil {
 					return err
 				}
@@ -922,6 +986,8 @@ func (o *mcOp) runRoot() error {
 		}
 		if o.sent == limit {
 			o.wait(o.rto)
+		} else if d := o.paceWait(); d > 0 {
+			o.wait(d)
 		}
 	}
 }
@@ -932,6 +998,9 @@ func (o *mcOp) runRoot() error {
 func (o *mcOp) timeout() error {
 	if o.nak {
 		return o.sendChunk(o.k-1, mcPoll|mcRetx)
+	}
+	if o.sent == 0 {
+		return nil // nothing sent yet: nothing to poll with
 	}
 	return o.sendChunk(min(o.minAcked(), o.sent-1), mcPoll|mcRetx)
 }

@@ -102,3 +102,65 @@ func TestCollbenchMprun(t *testing.T) {
 		})
 	}
 }
+
+// mcastStatsLine is collbench -mcast-stats' line of a rank.
+var mcastStatsLine = regexp.MustCompile(`^\[(\d+)\] mcast stats: \{.*DataSent:(\d+) Resent:(\d+) .*Duplicates:(\d+) `)
+
+// TestMulticastAtLineRate runs the multicast collectives (both Bcast
+// protocols, Allgather, Scatter, and the selector's choice, which takes
+// multicast for the 300 KB Bcast) under collbench -check on a 100 Mbit/s
+// switch: with 5 % of the frames dropped, where the root must repair each
+// loss with about one retransmission, and with one receiver's port at a
+// quarter of the rate, which the root must pace to (MPLITE_RATE is the
+// slowest port's) so that it overruns nothing and resends next to nothing.
+func TestMulticastAtLineRate(t *testing.T) {
+	needRoot(t)
+	const np = 8
+	for _, tc := range []struct {
+		name string
+		args []string
+		// most retransmissions (and polls) per first transmission
+		maxResent float64
+	}{
+		// A chunk is lost by at least one of 7 receivers with
+		// probability 1-0.95^7 = 30 %; twice that allows for polls.
+		{"drop=0.05", []string{"-drop", "0.05"}, 0.6},
+		{"slow-port", []string{"-host-rate", "3=25mbit"}, 0.05},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-np", strconv.Itoa(np), "-rate", "100mbit", "-timeout", "150s"}, tc.args...)
+			args = append(args, "--", built.path(t, "collbench"), "-check", "-iters", "3", "-warmup", "0s", "-mcast-stats",
+				"-colls", "bcast,allgather,scatter", "-algos", "mcast-ack,mcast-nak,mcast,auto", "-sizes", "1000,65536,300000")
+			out, err := run(t, 3*time.Minute, built.path(t, "mprun"), args...)
+			if err != nil {
+				t.Fatalf("mprun failed: %v\n%s", err, out)
+			}
+			if strings.Contains(out, "MISMATCH") || !strings.Contains(out, "[0] collbench: check: every result matches the reference") {
+				t.Errorf("the check did not pass")
+			}
+			if !strings.Contains(out, "[0] coll=bcast algo=auto bytes=300000 ranks=8") || !strings.Contains(out, "chosen=mcast-nak") {
+				t.Errorf("the selector did not take multicast for a 300 KB Bcast at a known line rate")
+			}
+			var sent, resent int
+			ranks := 0
+			for _, line := range strings.Split(out, "\n") {
+				if m := mcastStatsLine.FindStringSubmatch(line); m != nil {
+					ranks++
+					s, _ := strconv.Atoi(m[2])
+					r, _ := strconv.Atoi(m[3])
+					sent, resent = sent+s, resent+r
+				}
+			}
+			if ranks != np || sent == 0 {
+				t.Fatalf("multicast counters of %d ranks, %d chunks sent", ranks, sent)
+			}
+			t.Logf("%d chunks multicast, %d resent (%.1f %%)", sent, resent, 100*float64(resent)/float64(sent))
+			if float64(resent) > tc.maxResent*float64(sent) {
+				t.Errorf("%d resent for %d sent: more than %.0f %%", resent, sent, 100*tc.maxResent)
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+}
