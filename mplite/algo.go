@@ -133,6 +133,7 @@ const (
 	algoPairwise
 	algoPhased
 	algoMcast
+	algoPipeline
 )
 
 // algoAuto is the override that restores the cost model's choice.
@@ -294,12 +295,13 @@ func (c *Comm) pick(t *collTable, m int, commutative bool) *algoEntry {
 		} else {
 			c1, c2, w1, w2 = e.costs(s.n, m)
 		}
-		tc := tu.byteTime()
-		est := c1*tu.Ts + c2*tc
+		est := c1*tu.Ts + c2*tu.byteTime()
 		cpus := c.cfg.sharedCPUs
 		if cpus > 0 {
-			// Every rank of the job on cpus processors.
-			est = max(est, (w1*tu.Ts+w2*tc)/float64(cpus))
+			// Every rank of the job on cpus processors. The CPUs copy
+			// bytes at Tc however slow the line: waiting for the wire
+			// costs them nothing.
+			est = max(est, (w1*tu.Ts+w2*tu.Tc)/float64(cpus))
 		}
 		// On a tie with the pairwise exchange, ranks that share CPUs do
 		// better posting every message at once (linear): whichever rank
@@ -469,6 +471,7 @@ func newAlgoTables() *algoTables {
 					N, M := float64(n), float64(m)
 					return N - 1 + N*(N-1), lg(n)*M/2 + (N-1)*M
 				}},
+			{id: algoPipeline, name: "pipeline", cost: defaultChainCost, work: chainWork, tuned: chainTuned},
 			{id: algoMcastAck, name: "mcast-ack", eligible: overrideOnly,
 				cost: func(n, m int) (float64, float64) { return mcastCost(false, n, m), float64(m) },
 				work: func(n, m int) (float64, float64) { return float64(n), float64(m) }},
@@ -479,6 +482,7 @@ func newAlgoTables() *algoTables {
 
 		reduce: collTable{coll: collReduce, fallback: algoBinomial, algos: []algoEntry{
 			{id: algoBinomial, name: "binomial", cost: treeCost, work: rootedWork},
+			{id: algoPipeline, name: "pipeline", eligible: commutativeOnly, cost: defaultChainCost, work: chainWork, tuned: chainTuned},
 			{id: algoRabenseifner, name: "rabenseifner",
 				cost: func(n, m int) (float64, float64) {
 					p, lgp, fold := foldPow2(n)
@@ -613,6 +617,8 @@ func (c *Comm) exec(coll string, id algo, a *collArgs, red *Reducer) error {
 			return c.bcastBinomial(a.buf, a.root)
 		case algoScatterAllgather:
 			return c.bcastScatterAllgather(a.buf, a.root)
+		case algoPipeline:
+			return c.bcastPipeline(a.buf, a.root)
 		case algoMcastAck:
 			return c.bcastMulticast(a.buf, a.root, false)
 		case algoMcastNak:
@@ -624,6 +630,8 @@ func (c *Comm) exec(coll string, id algo, a *collArgs, red *Reducer) error {
 			return c.reduceBinomial(a.send, a.recv, red, a.root)
 		case algoRabenseifner:
 			return c.reduceRabenseifner(a.send, a.recv, red, a.root, false)
+		case algoPipeline:
+			return c.reducePipeline(a.send, a.recv, red, a.root)
 		}
 	case collAllreduce:
 		switch id {

@@ -13,8 +13,8 @@ import (
 func TestAlgoTables(t *testing.T) {
 	want := []string{
 		"barrier: dissemination",
-		"bcast: binomial scatter_allgather mcast-ack mcast-nak",
-		"reduce: binomial rabenseifner",
+		"bcast: binomial scatter_allgather pipeline mcast-ack mcast-nak",
+		"reduce: binomial pipeline rabenseifner",
 		"allreduce: recursive_doubling rabenseifner ring",
 		"gather: binomial linear",
 		"gatherv: linear",

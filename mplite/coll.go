@@ -114,7 +114,8 @@ func (c *Comm) checkRoot(root int) error {
 type xfer struct {
 	c    *Comm
 	reqs reqSet
-	want []int // expected length of each receive; -1 for sends
+	want []int  // expected length of each receive; -1 for sends
+	one  reqSet // waitOne's view of one request
 }
 
 // reqSet is ready when every request is.
@@ -263,8 +264,11 @@ func (c *Comm) barrierColl() error {
 // ---- Bcast ----
 
 // Bcast sends root's buf to every member's buf (all of the same length).
-// Algorithms: "binomial" (tree) and "scatter_allgather" (binomial scatter
-// of n pieces, then a ring allgather; for long messages).
+// Algorithms: "binomial" (tree), "scatter_allgather" (binomial scatter of n
+// pieces, then a ring allgather; for long messages), "pipeline" (segments
+// down a chain), and "mcast-ack" and "mcast-nak" (reliable multicast; the
+// cost model takes mcast-nak for long messages on a switch of known line
+// rate).
 func (c *Comm) Bcast(buf []byte, root int) error {
 	if err := c.enter(collBcast); err != nil {
 		return err
@@ -354,8 +358,9 @@ func (c *Comm) bcastScatterAllgather(buf []byte, root int) error {
 
 // Reduce combines every member's send with red into root's recv (same
 // length; other members' recv is not used and may be nil). Algorithms:
-// "binomial" (tree) and "rabenseifner" (reduce-scatter by recursive halving,
-// then a binomial gather; for long messages).
+// "binomial" (tree), "rabenseifner" (reduce-scatter by recursive halving,
+// then a binomial gather; for long messages) and "pipeline" (segments
+// combined along a chain; commutative operators).
 func (c *Comm) Reduce(send, recv []byte, red Reducer, root int) error {
 	if err := c.enter(collReduce); err != nil {
 		return err
