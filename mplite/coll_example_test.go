@@ -78,3 +78,25 @@ func ExampleAllreduce() {
 	fmt.Println(res[0], res[3])
 	// Output: [6 4 9] [6 4 9]
 }
+
+// On a switch of known line rate the selector changes its mind: a long
+// Bcast goes by multicast (each port carries the message once), an
+// Alltoall never has every message in flight at once. mprun gives the
+// ranks the rate as MPLITE_RATE; WithPortRate does the same in code.
+func ExampleWithPortRate() {
+	for _, rate := range []uint64{0, 100e6} {
+		comms, err := mplite.NewLocalWorld(8, mplite.WithPortRate(rate), mplite.WithSharedCPUs(2))
+		if err != nil {
+			log.Fatal(err)
+		}
+		bcast, _ := comms[0].Algorithm("bcast", 1<<20)
+		alltoall, _ := comms[0].Algorithm("alltoall", 1<<20)
+		fmt.Printf("rate %d bit/s: 1 MiB bcast by %s, alltoall of 1 MiB blocks by %s\n", rate, bcast, alltoall)
+		for _, c := range comms {
+			c.Finalize()
+		}
+	}
+	// Output:
+	// rate 0 bit/s: 1 MiB bcast by binomial, alltoall of 1 MiB blocks by linear
+	// rate 100000000 bit/s: 1 MiB bcast by mcast-nak, alltoall of 1 MiB blocks by pairwise
+}

@@ -13,7 +13,7 @@ import (
 // times to fill the pipe: (k+n-2)·(t_s + s·t_c) for k segments of s bytes.
 
 const (
-	chainMinSeg = 8 << 10
+	chainMinSeg = 4 << 10
 	chainMaxSeg = 256 << 10
 )
 

@@ -134,6 +134,7 @@ func TestSelector(t *testing.T) {
 		{0, "alltoall", "linear", 1 << 20},
 		{100e6, "alltoall", "pairwise", 1 << 10},
 		{100e6, "reduce", "pipeline", 64 << 10},
+		{100e6, "bcast", "pipeline", 64 << 10},
 	} {
 		// Shared CPUs as under mprun: the CPUs' work is counted at Tc,
 		// not at the line's time per byte.
