@@ -92,9 +92,12 @@ func ExampleWithPortRate() {
 		bcast, _ := comms[0].Algorithm("bcast", 1<<20)
 		alltoall, _ := comms[0].Algorithm("alltoall", 1<<20)
 		fmt.Printf("rate %d bit/s: 1 MiB bcast by %s, alltoall of 1 MiB blocks by %s\n", rate, bcast, alltoall)
+		var wg sync.WaitGroup
 		for _, c := range comms {
-			c.Finalize()
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Finalize() }() // collective
 		}
+		wg.Wait()
 	}
 	// Output:
 	// rate 0 bit/s: 1 MiB bcast by binomial, alltoall of 1 MiB blocks by linear
