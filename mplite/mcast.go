@@ -169,7 +169,11 @@ type mcastEP struct {
 	have  []uint64
 	retx  []int64
 	acked []uint32
-	lens  [vi.DatagramBatch]int
+	hdr   mcHdr // the datagram being handled
+	// The concurrent Allgather's per-stream counters and NAK flags.
+	streams []int
+	naks    []bool
+	lens    [vi.DatagramBatch]int
 }
 
 // McastStats returns the rank's multicast counters.
@@ -380,12 +384,7 @@ type mcOp struct {
 	x        *xfer
 	rto      time.Duration
 	lastProg time.Time
-	// Pacing (the root, at a known line rate): byteTime is the slowest
-	// port's time per byte (0: unpaced), frameOver a frame's bytes beyond
-	// its payload, due when the port will have carried what was sent.
-	byteTime  time.Duration
-	frameOver int
-	due       time.Time
+	pace     mcPacer // the root's, at a known line rate
 	// receiver
 	got, cum  int // chunks received; chunks received in order
 	ackedUpTo int // cum in the last ACK sent
@@ -437,12 +436,9 @@ func (c *Comm) mcastRun(g *mcGroup, buf []byte, off, total, root int, nak bool) 
 	*o = mcOp{c: c, g: g, port: port, buf: buf, off: off, total: total, root: root, n: c.csize, me: c.crank, nak: nak,
 		cs: port.MaxPayload() - mcHdrLen, rootMAC: c.macs[c.worldRank(root)], x: c.newXfer(), rto: mcastRTO}
 	o.k = (total + o.cs - 1) / o.cs
-	if r := c.Tuning().Rate; r > 0 && o.me == root {
-		// Picoseconds a byte would be finer, but a nanosecond is 1 Tbit/s:
-		// rates above 8 Gbit/s round to 1 ns a byte, which is pacing
-		// loose enough to never bind below the line.
-		o.byteTime = max(time.Duration(8e9/float64(r)), 1)
-		o.frameOver = nic.FrameCap(c.devs[0].MTU()) - port.MaxPayload()
+	if o.me == root {
+		// Paced to the slowest port (the tuning's rate).
+		o.pace = newPacer(c.Tuning().Rate, 1, port, c.devs[0])
 	}
 	if uint64(total) > 0xffffffff {
 		return fmt.Errorf("multicast of %d bytes: at most 4 GiB", total)
@@ -558,7 +554,7 @@ func (o *mcOp) sendChunk(i int, flags uint8) error {
 	if err := o.port.SendTo(o.g.mac[:], m.frame[:mcHdrLen+n]); err != nil {
 		return err
 	}
-	o.paced(mcHdrLen + n)
+	o.pace.sent(mcHdrLen + n)
 	m.mu.Lock()
 	if flags != 0 {
 		m.stats.Resent++
@@ -569,40 +565,12 @@ func (o *mcOp) sendChunk(i int, flags uint8) error {
 	return nil
 }
 
-// paced counts a sent frame of n payload bytes against the line.
-func (o *mcOp) paced(n int) {
-	if o.byteTime == 0 {
-		return
-	}
-	if now := time.Now(); o.due.Before(now) {
-		o.due = now
-	}
-	o.due = o.due.Add(time.Duration(n+o.frameOver) * o.byteTime)
-}
-
-// room is how many full chunks the root may send now without running
-// more than mcastAhead ahead of the line.
-func (o *mcOp) room() int {
-	if o.byteTime == 0 {
-		return vi.DatagramBatch
-	}
-	ahead := max(time.Until(o.due), 0) // a zero due is far in the past
-	frame := time.Duration(o.cs+mcHdrLen+o.frameOver) * o.byteTime
-	return max(int((mcastAhead-ahead)/frame), 0)
-}
-
-// paceWait is how long the root should wait before sending again: until
-// the line has carried half of what it is ahead.
-func (o *mcOp) paceWait() time.Duration {
-	return time.Until(o.due) - mcastAhead/2
-}
-
 // sendNew multicasts the next chunks below limit, up to a batch and the
 // pacing's room, each copied once from the user's buffer into its frame.
 // It returns how many it sent.
 func (o *mcOp) sendNew(limit int) (int, error) {
 	m := &o.c.mc
-	cnt := min(limit-o.sent, vi.DatagramBatch, o.room())
+	cnt := min(limit-o.sent, o.pace.room())
 	if cnt <= 0 {
 		return 0, nil
 	}
@@ -613,7 +581,7 @@ func (o *mcOp) sendNew(limit int) (int, error) {
 		putMcHdr(b, &h)
 		lo := (o.sent + i) * o.cs
 		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], o.buf[lo:min(lo+o.cs, len(o.buf))])
-		o.paced(m.lens[i])
+		o.pace.sent(m.lens[i])
 	}
 	if err := o.port.SendBatch(o.g.mac[:], m.lens[:cnt]); err != nil {
 		return 0, err
@@ -643,13 +611,22 @@ func (o *mcOp) feedback(h *mcHdr) error {
 	return nil
 }
 
+// mcHandler acts on one datagram of the running multicast operation.
+type mcHandler interface {
+	handle(h *mcHdr, src [6]byte, pl []byte) error
+}
+
 // drain handles the waiting datagrams of this operation: first those
-// stashed earlier, then the port's. Datagrams of earlier operations of the
-// group are dropped; those of later operations (or other groups: the next
-// operation of this rank may be theirs) are stashed, as room allows.
-func (o *mcOp) drain(fromStash bool) error {
-	m := &o.c.mc
-	var h mcHdr
+// stashed earlier, then the port's.
+func (o *mcOp) drain(fromStash bool) error { return o.c.mc.drain(o.port, o.g, fromStash, o) }
+
+// drain hands the waiting datagrams of group g's running operation to hd:
+// first those stashed earlier (if fromStash), then the port's. Datagrams of
+// earlier operations of the group are dropped; those of later operations
+// (or other groups: the next operation of this rank may be theirs) are
+// stashed, as room allows.
+func (m *mcastEP) drain(port *vi.DatagramPort, g *mcGroup, fromStash bool, hd mcHandler) error {
+	h := &m.hdr // not on the stack: the handler's interface call would move it to the heap
 	if fromStash {
 		for i := range m.stash {
 			e := &m.stash[i]
@@ -657,36 +634,34 @@ func (o *mcOp) drain(fromStash bool) error {
 				continue
 			}
 			e.age++
-			if !parseMcHdr(e.b[:e.n], &h) || e.age > 16 || h.group == o.g.id && int32(h.op-o.g.op) < 0 {
+			if !parseMcHdr(e.b[:e.n], h) || e.age > 16 || h.group == g.id && int32(h.op-g.op) < 0 {
 				e.n = 0
 				continue
 			}
-			if h.group == o.g.id && h.op == o.g.op {
+			if h.group == g.id && h.op == g.op {
 				n := e.n
 				e.n = 0
-				if err := o.handle(&h, e.src, e.b[:n]); err != nil {
+				if err := hd.handle(h, e.src, e.b[:n]); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	for range mcastDepth {
-		pl, src, ok := o.port.Next()
+		pl, src, ok := port.Next()
 		if !ok {
 			return nil
 		}
 		var err error
 		switch {
-		case !parseMcHdr(pl, &h):
-			m.mu.Lock()
-			m.stats.Bad++
-			m.mu.Unlock()
-		case h.group == o.g.id && h.op == o.g.op:
-			err = o.handle(&h, src, pl)
-		case h.group != o.g.id || int32(h.op-o.g.op) > 0:
-			o.stashIt(pl, src)
+		case !parseMcHdr(pl, h):
+			m.count(&m.stats.Bad, 1)
+		case h.group == g.id && h.op == g.op:
+			err = hd.handle(h, src, pl)
+		case h.group != g.id || int32(h.op-g.op) > 0:
+			m.stashIt(port, pl, src)
 		}
-		o.port.Release()
+		port.Release()
 		if err != nil {
 			return err
 		}
@@ -694,8 +669,14 @@ func (o *mcOp) drain(fromStash bool) error {
 	return nil
 }
 
-func (o *mcOp) stashIt(pl []byte, src [6]byte) {
-	m := &o.c.mc
+// count adds n to one of the stats' counters.
+func (m *mcastEP) count(ctr *uint64, n uint64) {
+	m.mu.Lock()
+	*ctr += n
+	m.mu.Unlock()
+}
+
+func (m *mcastEP) stashIt(port *vi.DatagramPort, pl []byte, src [6]byte) {
 	if m.stash == nil {
 		m.stash = make([]mcStashed, mcastStash)
 	}
@@ -705,13 +686,11 @@ func (o *mcOp) stashIt(pl []byte, src [6]byte) {
 			continue
 		}
 		if len(e.b) < len(pl) {
-			e.b = make([]byte, o.port.MaxPayload())
+			e.b = make([]byte, port.MaxPayload())
 		}
 		e.n = copy(e.b, pl)
 		e.src, e.age = src, 0
-		m.mu.Lock()
-		m.stats.Stashed++
-		m.mu.Unlock()
+		m.count(&m.stats.Stashed, 1)
 		return
 	}
 }
@@ -972,8 +951,8 @@ func (o *mcOp) runRoot() error {
 		// Silence counts from when the line has carried what was sent:
 		// at 100 Mbit/s a 1 MiB multicast is 84 ms on the wire.
 		quiet := o.lastProg
-		if o.due.After(quiet) {
-			quiet = o.due
+		if o.pace.due.After(quiet) {
+			quiet = o.pace.due
 		}
 		if o.sent == o.k || !o.nak {
 			if now.Sub(quiet) >= o.rto {
@@ -986,7 +965,7 @@ func (o *mcOp) runRoot() error {
 		}
 		if o.sent == limit {
 			o.wait(o.rto)
-		} else if d := o.paceWait(); d > 0 {
+		} else if d := o.pace.wait(); d > 0 {
 			o.wait(d)
 		}
 	}
@@ -1028,7 +1007,9 @@ func mcastCost(nak bool, n, m int) float64 {
 // allgatherMulticast is CC-MPI's multicast Allgather: every rank in turn
 // multicasts its block to all (n reliable multicast Bcasts, mcast-nak),
 // straight into the receive buffers. On a switch it needs no fewer phases
-// than unicast (the paper's point); it pays off for small blocks.
+// than unicast (the paper's point); it pays off for small blocks. At a
+// known line rate every rank multicasts at once instead, each paced at its
+// share of the line (mcast_all.go).
 func (c *Comm) allgatherMulticast(send, recv []byte) error {
 	n, m := c.csize, len(send)
 	copy(recv[c.crank*m:], send)
@@ -1042,10 +1023,16 @@ func (c *Comm) allgatherMulticast(send, recv []byte) error {
 		}
 	}
 	var err error
-	for r := 0; r < n && err == nil; r++ {
-		if g.fallback {
+	switch {
+	case g.fallback:
+		for r := 0; r < n && err == nil; r++ {
 			err = c.bcastBinomial(recv[r*m:(r+1)*m], r)
-		} else {
+		}
+	case c.Tuning().Rate > 0:
+		// At a known line rate every rank multicasts at once, paced.
+		err = c.allgatherMcastConcurrent(g, send, recv)
+	default:
+		for r := 0; r < n && err == nil; r++ {
 			err = c.mcastBcast(g, recv[r*m:(r+1)*m], r, true)
 		}
 	}

@@ -135,6 +135,9 @@ func TestSelector(t *testing.T) {
 		{100e6, "alltoall", "pairwise", 1 << 10},
 		{100e6, "reduce", "pipeline", 64 << 10},
 		{100e6, "bcast", "pipeline", 64 << 10},
+		{100e6, "allgather", "mcast", 64 << 10},
+		{0, "allgather", "ring", 1 << 20},
+		{100e6, "allgather", "recursive_doubling", 1 << 10},
 	} {
 		// Shared CPUs as under mprun: the CPUs' work is counted at Tc,
 		// not at the line's time per byte.

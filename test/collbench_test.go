@@ -107,9 +107,9 @@ func TestCollbenchMprun(t *testing.T) {
 var mcastStatsLine = regexp.MustCompile(`^\[(\d+)\] mcast stats: \{.*DataSent:(\d+) Resent:(\d+) .*Duplicates:(\d+) `)
 
 // TestMulticastAtLineRate runs the multicast collectives (both Bcast
-// protocols, Allgather, Scatter, and the selector's choice, which takes
-// multicast for the 300 KB Bcast) under collbench -check on a 100 Mbit/s
-// switch: with 5 % of the frames dropped, where the root must repair each
+// protocols, the concurrent Allgather, Scatter, and the selector's choice,
+// which takes multicast for the 300 KB Bcast and the 64 KiB Allgather)
+// under collbench -check on a 100 Mbit/s switch: with 5 % of the frames dropped, where the root must repair each
 // loss with about one retransmission, and with one receiver's port at a
 // quarter of the rate, which the root must pace to (MPLITE_RATE is the
 // slowest port's) so that it overruns nothing and resends next to nothing.
@@ -138,8 +138,11 @@ func TestMulticastAtLineRate(t *testing.T) {
 			if strings.Contains(out, "MISMATCH") || !strings.Contains(out, "[0] collbench: check: every result matches the reference") {
 				t.Errorf("the check did not pass")
 			}
-			if !strings.Contains(out, "[0] coll=bcast algo=auto bytes=300000 ranks=8") || !strings.Contains(out, "chosen=mcast-nak") {
-				t.Errorf("the selector did not take multicast for a 300 KB Bcast at a known line rate")
+			for _, want := range []string{`coll=bcast algo=auto bytes=300000 ranks=8 us=[\d.]+ chosen=mcast-nak`,
+				`coll=allgather algo=auto bytes=65536 ranks=8 us=[\d.]+ chosen=mcast`} {
+				if !regexp.MustCompile(`(?m)^\[0\] ` + want + `$`).MatchString(out) {
+					t.Errorf("no line %q: the selector did not take multicast at a known line rate", want)
+				}
 			}
 			var sent, resent int
 			ranks := 0

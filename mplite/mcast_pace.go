@@ -1,0 +1,62 @@
+package mplite
+
+import (
+	"time"
+
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/vi"
+)
+
+// mcPacer keeps a multicast root's sending to a line rate: a virtual clock
+// (due) that each frame advances by its bytes at the line's time per byte,
+// which the root may run at most ahead of now (mcastAhead, or two frames
+// on a line so slow that one frame takes longer).
+type mcPacer struct {
+	byteTime time.Duration // per byte on the line; 0: unpaced
+	over     int           // a frame's bytes beyond its payload
+	full     time.Duration // a full frame's time on the line
+	ahead    time.Duration // how far due may run ahead of now
+	due      time.Time     // when the line will have carried what was sent
+}
+
+// newPacer paces a port's datagrams to rate bit/s shared by streams
+// senders (each gets rate/streams); rate 0 leaves it unpaced.
+func newPacer(rate uint64, streams int, port *vi.DatagramPort, dev nic.Device) mcPacer {
+	if rate == 0 {
+		return mcPacer{}
+	}
+	p := mcPacer{byteTime: max(time.Duration(8e9/float64(rate)*float64(max(streams, 1))), 1),
+		over: nic.FrameCap(dev.MTU()) - port.MaxPayload()}
+	p.full = time.Duration(port.MaxPayload()+p.over) * p.byteTime
+	p.ahead = max(mcastAhead, 2*p.full)
+	return p
+}
+
+// sent counts a frame of n payload bytes against the line.
+func (p *mcPacer) sent(n int) {
+	if p.byteTime == 0 {
+		return
+	}
+	if now := time.Now(); p.due.Before(now) {
+		p.due = now
+	}
+	p.due = p.due.Add(time.Duration(n+p.over) * p.byteTime)
+}
+
+// room is how many full frames may go now, at most a batch.
+func (p *mcPacer) room() int {
+	if p.byteTime == 0 {
+		return vi.DatagramBatch
+	}
+	ahead := max(time.Until(p.due), 0) // a zero due is far in the past
+	return min(max(int((p.ahead-ahead)/p.full), 0), vi.DatagramBatch)
+}
+
+// wait is how long to wait before sending again: until the line has
+// carried half of what the root may be ahead (<= 0: send now).
+func (p *mcPacer) wait() time.Duration {
+	if p.byteTime == 0 {
+		return 0
+	}
+	return time.Until(p.due) - p.ahead/2
+}
