@@ -237,12 +237,17 @@ func FuzzMcastHeader(f *testing.F) {
 	})
 }
 
-// TestMcastAllgatherLossy checks the multicast Allgather (n multicast
-// Bcasts) with 5 % frame loss against every rank's block.
+// TestMcastAllgatherLossy checks the multicast Allgather with 5 % frame
+// loss against every rank's block: n multicast Bcasts, and at a known line
+// rate n concurrent paced streams.
 func TestMcastAllgatherLossy(t *testing.T) {
-	for _, n := range []int{2, 5, 9} {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			opts := []mplite.Option{mplite.WithAlgorithm("allgather", "mcast"),
+	for _, tc := range []struct {
+		n    int
+		rate uint64
+	}{{2, 0}, {5, 0}, {9, 0}, {2, 1e9}, {5, 1e9}, {9, 10e9}} {
+		n := tc.n
+		t.Run(fmt.Sprint(n, "/", tc.rate), func(t *testing.T) {
+			opts := []mplite.Option{mplite.WithAlgorithm("allgather", "mcast"), mplite.WithPortRate(tc.rate),
 				mplite.WithLocalFaults(uint64(n)+40, memnic.Faults{Loss: 0.05})}
 			noErrors(t, collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
 				for seed, m := range []int{0, 1, 13, 20000} {

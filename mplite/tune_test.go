@@ -152,6 +152,25 @@ func TestSelector(t *testing.T) {
 			mplite.Abandon(c)
 		}
 	}
+	// At 1 Gbit/s eight ranks on two CPUs are bound by the CPUs, where
+	// multicast saves nothing; with a CPU each, the line binds again.
+	for _, tc := range []struct {
+		cpus  int
+		mcast bool
+	}{{2, false}, {0, true}} {
+		comms, err := mplite.NewLocalWorld(8, mplite.WithPortRate(1e9), mplite.WithSharedCPUs(tc.cpus))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := comms[0].Algorithm("bcast", 1<<20)
+		a, _ := comms[0].Algorithm("allgather", 64<<10)
+		if (b == "mcast-nak") != tc.mcast || (a == "mcast") != tc.mcast {
+			t.Errorf("1 Gbit/s, %d shared CPUs: bcast by %s, allgather by %s; want multicast %v", tc.cpus, b, a, tc.mcast)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
 	comms, err := mplite.NewLocalWorld(8, mplite.WithSharedCPUs(2))
 	if err != nil {
 		t.Fatal(err)
