@@ -390,12 +390,13 @@ func overrideOnly(selection) bool { return false }
 // carries it ceil(log2 n) times. Below it the multicast's fixed costs (the
 // completion tree, a datagram wait) are not repaid: at 100 Mbit/s on 8
 // ranks a 1 KiB multicast Bcast took 0.3-0.4 ms against the binomial
-// tree's 0.1, level at 64 KiB, half the tree's time at 1 MiB
+// tree's 0.1; at 64 KiB 5.45 against the tree's and the pipeline's 5.7-5.8
+// (on 16 ranks 5.45 against 5.7-8.2), half the tree's time at 1 MiB
 // (docs/performance.md). A member that cannot join the group makes every
 // member fall back to the tree, so the choice needs no local knowledge.
 func lineRateMcast(s selection) bool { return lineBound(s) && s.m >= mcastAutoMin }
 
-const mcastAutoMin = 256 << 10
+const mcastAutoMin = 64 << 10
 
 // lineRateMcastAllgather lets the cost model choose the concurrent
 // multicast Allgather at a known line rate for blocks of at least
@@ -432,11 +433,20 @@ const lineBoundMargin = 4
 // commutativeOnly is for algorithms that combine in no fixed order.
 func commutativeOnly(s selection) bool { return s.commutative }
 
-// phasedEligible: the cost model picks phased only when WithPhasedThreshold
-// allowed it, and only for blocks of at least the threshold.
+// phasedEligible: the cost model picks phased only for blocks of at least
+// the threshold, and only when WithPhasedThreshold allowed it or the line
+// binds (linePhased).
 func phasedEligible(s selection) bool {
-	return s.c.cfg.phasedAuto && s.m >= s.c.cfg.phasedTh
+	return s.m >= s.c.cfg.phasedTh && (s.c.cfg.phasedAuto || lineBound(s))
 }
+
+// linePhased: where the line binds, an Alltoall of blocks from the phased
+// threshold up takes CC-MPI's phased schedule, whose phases keep every
+// port receiving from one sender. Its model cost (a barrier a phase) never
+// wins on paper, but at 100 Mbit/s on 16 ranks it took 89 ms at 64 KiB
+// against the pairwise exchange's 117 and Bruck's 109, and was level with
+// the best at 1 MiB and on 8 ranks (docs/performance.md).
+func linePhased(s selection) bool { return lineBound(s) && s.m >= s.c.cfg.phasedTh }
 
 // shortAllgather: the logarithmic allgathers only below allgatherLong.
 func shortAllgather(s selection) bool { return s.n*s.m < allgatherLong }
@@ -465,8 +475,10 @@ const allreduceLong = 512 << 10
 // On a switch of known line rate the linear exchange is never chosen: with
 // every message in flight at once, seven senders fill one port's queue,
 // and the control messages of the next step wait behind the data.
-func pairwiseAlltoall(s selection) bool { return s.m < alltoallLong || s.t.Rate > 0 }
-func linearAlltoall(s selection) bool   { return s.m >= alltoallLong && s.t.Rate == 0 }
+func pairwiseAlltoall(s selection) bool {
+	return (s.m < alltoallLong || s.t.Rate > 0) && !linePhased(s)
+}
+func linearAlltoall(s selection) bool { return s.m >= alltoallLong && s.t.Rate == 0 }
 
 const alltoallLong = 512 << 10
 

@@ -79,10 +79,11 @@ func ExampleAllreduce() {
 	// Output: [6 4 9] [6 4 9]
 }
 
-// On a switch of known line rate the selector changes its mind: a long
+// On a switch whose line rate binds, the selector changes its mind: a long
 // Bcast goes by multicast (each port carries the message once), an
-// Alltoall never has every message in flight at once. mprun gives the
-// ranks the rate as MPLITE_RATE; WithPortRate does the same in code.
+// Alltoall by CC-MPI's phases (each port receives from one sender at a
+// time). mprun gives the ranks the rate as MPLITE_RATE; WithPortRate does
+// the same in code.
 func ExampleWithPortRate() {
 	for _, rate := range []uint64{0, 100e6} {
 		comms, err := mplite.NewLocalWorld(8, mplite.WithPortRate(rate), mplite.WithSharedCPUs(2))
@@ -101,5 +102,5 @@ func ExampleWithPortRate() {
 	}
 	// Output:
 	// rate 0 bit/s: 1 MiB bcast by binomial, alltoall of 1 MiB blocks by linear
-	// rate 100000000 bit/s: 1 MiB bcast by mcast-nak, alltoall of 1 MiB blocks by pairwise
+	// rate 100000000 bit/s: 1 MiB bcast by mcast-nak, alltoall of 1 MiB blocks by phased
 }

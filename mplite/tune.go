@@ -166,7 +166,8 @@ func WithMeasuredTuning() Option {
 // WithPhasedThreshold sets the block size below which the "phased"
 // all-to-all algorithms send everything at once (CC-MPI's small-message
 // threshold; default DefaultPhasedThreshold). The cost model picks phased
-// by itself only for blocks of at least this size when auto is true.
+// by itself only for blocks of at least this size, when auto is true or
+// on a switch whose line rate binds (Tuning.Rate).
 func WithPhasedThreshold(bytes int, auto bool) Option {
 	return func(c *config) error {
 		if bytes < 0 {
