@@ -505,15 +505,25 @@ func (o *mcOp) doneRecvsReady() bool {
 // this rank depends on that died (the root, for a receiver; any receiver,
 // for the root), or of the rank's own end.
 func (o *mcOp) peerErr() error {
-	c := o.c
+	only := o.root
+	if o.me == o.root {
+		only = -1
+	}
+	return o.c.deadPeer(only)
+}
+
+// deadPeer makes point-to-point progress and returns the error of member
+// only (any other member if only is -1) if it died, or of this rank's own
+// end.
+func (c *Comm) deadPeer(only int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.progressLocked()
 	if c.finalized {
 		return ErrFinalized
 	}
-	for r := range o.n {
-		if r == o.me || o.me != o.root && r != o.root {
+	for r := range c.csize {
+		if r == c.crank || only >= 0 && r != only {
 			continue
 		}
 		if p := c.peers[c.worldRank(r)]; p.state == stDead && p.err != nil {

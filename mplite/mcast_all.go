@@ -147,7 +147,7 @@ func (o *mcAllOp) run() error {
 		if o.told && o.sent == o.k && o.allTold() {
 			return nil
 		}
-		if err := o.peerErr(); err != nil {
+		if err := c.deadPeer(-1); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -194,23 +194,6 @@ func (o *mcAllOp) allTold() bool {
 		}
 	}
 	return true
-}
-
-// peerErr is the error of any member that died, or of this rank's end.
-func (o *mcAllOp) peerErr() error {
-	c := o.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.progressLocked()
-	if c.finalized {
-		return ErrFinalized
-	}
-	for r := range o.n {
-		if p := c.peers[c.worldRank(r)]; r != o.me && p.state == stDead && p.err != nil {
-			return p.err
-		}
-	}
-	return nil
 }
 
 func (o *mcAllOp) hdr(typ uint8) mcHdr {

@@ -69,6 +69,18 @@ func segment(buf []byte, i, seg int) []byte {
 	return buf[lo:min(lo+seg, len(buf))]
 }
 
+// recvSegments posts the receives of buf's k segments of seg bytes from
+// rank from, as requests 0 to k-1 of the set (sends come after them).
+func (x *xfer) recvSegments(buf []byte, seg, k, from int) error {
+	for i := range k {
+		if err := x.recv(segment(buf, i, seg), from, 0); err != nil {
+			_ = x.wait()
+			return err
+		}
+	}
+	return nil
+}
+
 // waitOne completes request i of the set (the set keeps it; wait frees
 // it) and returns its error.
 func (x *xfer) waitOne(i int) error {
@@ -101,14 +113,10 @@ func (c *Comm) bcastPipeline(buf []byte, root int) error {
 		}
 		return x.wait()
 	}
-	for i := range k {
-		if err := x.recv(segment(buf, i, seg), prev, 0); err != nil {
-			_ = x.wait()
-			return err
-		}
+	if err := x.recvSegments(buf, seg, k, prev); err != nil {
+		return err
 	}
 	for i := range k {
-		// Receive i is request i: sends are appended after every receive.
 		if err := x.waitOne(i); err != nil {
 			_ = x.wait()
 			return err
@@ -153,11 +161,8 @@ func (c *Comm) reducePipeline(send, recv []byte, red *Reducer, root int) error {
 		return x.wait()
 	}
 	tmp := c.coll.scr.get(m)
-	for i := range k {
-		if err := x.recv(segment(tmp, i, seg), next, 0); err != nil {
-			_ = x.wait()
-			return err
-		}
+	if err := x.recvSegments(tmp, seg, k, next); err != nil {
+		return err
 	}
 	for i := range k {
 		if err := x.waitOne(i); err != nil {
