@@ -555,51 +555,23 @@ func (o *mcOp) hdr(typ uint8) mcHdr {
 
 // sendChunk multicasts chunk i.
 func (o *mcOp) sendChunk(i int, flags uint8) error {
-	m := &o.c.mc
 	h := o.hdr(mcData)
-	h.flags, h.seq = flags, uint32(i)
-	putMcHdr(m.frame, &h)
-	lo := i * o.cs
-	n := copy(m.frame[mcHdrLen:], o.buf[lo:min(lo+o.cs, len(o.buf))])
-	if err := o.port.SendTo(o.g.mac[:], m.frame[:mcHdrLen+n]); err != nil {
-		return err
-	}
-	o.pace.sent(mcHdrLen + n)
-	m.mu.Lock()
-	if flags != 0 {
-		m.stats.Resent++
-	} else {
-		m.stats.DataSent++
-	}
-	m.mu.Unlock()
-	return nil
+	h.flags = flags
+	return o.c.mc.sendChunk(o.port, &o.pace, o.g.mac[:], h, o.buf, o.cs, i)
 }
 
 // sendNew multicasts the next chunks below limit, up to a batch and the
 // pacing's room, each copied once from the user's buffer into its frame.
 // It returns how many it sent.
 func (o *mcOp) sendNew(limit int) (int, error) {
-	m := &o.c.mc
 	cnt := min(limit-o.sent, o.pace.room())
 	if cnt <= 0 {
 		return 0, nil
 	}
-	h := o.hdr(mcData)
-	for i := range cnt {
-		b := o.port.BatchBuffer(i)
-		h.seq = uint32(o.sent + i)
-		putMcHdr(b, &h)
-		lo := (o.sent + i) * o.cs
-		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], o.buf[lo:min(lo+o.cs, len(o.buf))])
-		o.pace.sent(m.lens[i])
-	}
-	if err := o.port.SendBatch(o.g.mac[:], m.lens[:cnt]); err != nil {
+	if err := o.c.mc.sendChunks(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.buf, o.cs, o.sent, cnt); err != nil {
 		return 0, err
 	}
 	o.sent += cnt
-	m.mu.Lock()
-	m.stats.DataSent += uint64(cnt)
-	m.mu.Unlock()
 	return cnt, nil
 }
 

@@ -201,54 +201,33 @@ func (o *mcAllOp) hdr(typ uint8) mcHdr {
 }
 
 // chunk is chunk i of a block.
-func (o *mcAllOp) chunk(block []byte, i int) []byte {
-	lo := i * o.cs
-	return block[lo:min(lo+o.cs, len(block))]
-}
+func (o *mcAllOp) chunk(block []byte, i int) []byte { return chunkOf(block, i, o.cs) }
 
 // sendNew multicasts the next chunks of this rank's block, up to a batch
 // and the pacing's room.
 func (o *mcAllOp) sendNew() (int, error) {
-	m := &o.c.mc
 	cnt := min(o.k-o.sent, o.pace.room())
 	if cnt <= 0 {
 		return 0, nil
 	}
-	h := o.hdr(mcData)
-	for i := range cnt {
-		b := o.port.BatchBuffer(i)
-		h.seq = uint32(o.sent + i)
-		putMcHdr(b, &h)
-		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], o.chunk(o.send, o.sent+i))
-		o.pace.sent(m.lens[i])
-	}
-	if err := o.port.SendBatch(o.g.mac[:], m.lens[:cnt]); err != nil {
+	if err := o.c.mc.sendChunks(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.send, o.cs, o.sent, cnt); err != nil {
 		return 0, err
 	}
 	o.sent += cnt
-	m.count(&m.stats.DataSent, uint64(cnt))
 	return cnt, nil
 }
 
 // resend retransmits chunk j of this rank's block unless it went within
 // half an RTO (several receivers often ask for the same chunk).
 func (o *mcAllOp) resend(j int) error {
-	m := &o.c.mc
 	now := time.Now().UnixNano()
 	if now-o.retx[j] < int64(mcastRTO/2) {
 		return nil
 	}
 	o.retx[j] = now
 	h := o.hdr(mcData)
-	h.flags, h.seq = mcRetx, uint32(j)
-	putMcHdr(m.frame, &h)
-	n := copy(m.frame[mcHdrLen:], o.chunk(o.send, j))
-	if err := o.port.SendTo(o.g.mac[:], m.frame[:mcHdrLen+n]); err != nil {
-		return err
-	}
-	o.pace.sent(mcHdrLen + n)
-	m.count(&m.stats.Resent, 1)
-	return nil
+	h.flags = mcRetx
+	return o.c.mc.sendChunk(o.port, &o.pace, o.g.mac[:], h, o.send, o.cs, j)
 }
 
 // nak asks rank r for the chunks of its block missing among the 64 after

@@ -60,3 +60,45 @@ func (p *mcPacer) wait() time.Duration {
 	}
 	return time.Until(p.due) - p.ahead/2
 }
+
+// chunkOf is chunk i of msg in chunks of cs bytes.
+func chunkOf(msg []byte, i, cs int) []byte {
+	lo := i * cs
+	return msg[lo:min(lo+cs, len(msg))]
+}
+
+// sendChunks multicasts chunks first to first+cnt-1 of msg (chunks of cs
+// bytes) to group as one batch, each with header h and its index, copied
+// once from msg into its frame, and counts them against pace.
+func (m *mcastEP) sendChunks(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs, first, cnt int) error {
+	for i := range cnt {
+		b := port.BatchBuffer(i)
+		h.seq = uint32(first + i)
+		putMcHdr(b, &h)
+		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], chunkOf(msg, first+i, cs))
+		pace.sent(m.lens[i])
+	}
+	if err := port.SendBatch(group, m.lens[:cnt]); err != nil {
+		return err
+	}
+	m.count(&m.stats.DataSent, uint64(cnt))
+	return nil
+}
+
+// sendChunk multicasts chunk i of msg alone with header h (its flags
+// saying whether it is a resend or a poll).
+func (m *mcastEP) sendChunk(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs, i int) error {
+	h.seq = uint32(i)
+	putMcHdr(m.frame, &h)
+	n := copy(m.frame[mcHdrLen:], chunkOf(msg, i, cs))
+	if err := port.SendTo(group, m.frame[:mcHdrLen+n]); err != nil {
+		return err
+	}
+	pace.sent(mcHdrLen + n)
+	if h.flags != 0 {
+		m.count(&m.stats.Resent, 1)
+	} else {
+		m.count(&m.stats.DataSent, 1)
+	}
+	return nil
+}
