@@ -4,22 +4,12 @@
  * envelope queries and MPI_Op_create_c. Counts stay below 2^31 (the
  * library's limit). Every result line starts with L<rank>; the test
  * compares them with MPICH's. */
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, size;
-#define OUT(...) do { char l_[4096]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("L%d %s\n", rank, l_); fflush(stdout); } while (0)
-
-static void show(const char *what, const int *v, int n) {
-	char buf[3000];
-	int off = 0;
-	for (int i = 0; i < n && off < (int)sizeof buf - 16; i++)
-		off += snprintf(buf + off, sizeof buf - off, " %d", v[i]);
-	buf[off] = 0;
-	OUT("%s:%s", what, buf);
-}
+#define RESULT_TAG 'L'
+#include "result.h"
 
 /* A user operation with the large-count signature: inout = in * 3 + inout. */
 static void mix(void *in, void *inout, MPI_Count *len, MPI_Datatype *dt) {
@@ -29,13 +19,7 @@ static void mix(void *in, void *inout, MPI_Count *len, MPI_Datatype *dt) {
 }
 
 int main(int argc, char **argv) {
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	char lv[MPI_MAX_LIBRARY_VERSION_STRING];
-	int lvn;
-	MPI_Get_library_version(lv, &lvn);
-	printf("V%d %.40s\n", rank, lv);
+	start(&argc, &argv);
 
 	/* Rank i contributes i+1 ints; blocks land in reverse order. */
 	MPI_Count *counts = malloc(size * sizeof *counts);
@@ -230,7 +214,7 @@ int main(int argc, char **argv) {
 	/* Over Ethervia, which moves at most 2^31 - 1 elements per call, a
 	 * count beyond that is MPI_ERR_COUNT before anything moves (MPICH would
 	 * move 8 GB, so it is not asked). Y lines are not compared. */
-	if (strstr(lv, "Ethervia")) {
+	if (strstr(library, "Ethervia")) {
 		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 		MPI_Count huge[64];
 		for (int j = 0; j < size; j++)

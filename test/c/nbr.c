@@ -3,32 +3,16 @@
  * persistent, with a derived datatype on the receive side; and
  * MPI_Dist_graph_create (edges named by any rank). Every result line
  * starts with H<rank>; the test compares them with MPICH's. */
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static int rank, size;
-#define OUT(...) do { char l_[2048]; snprintf(l_, sizeof l_, __VA_ARGS__); printf("H%d %s\n", rank, l_); fflush(stdout); } while (0)
-
-static void show(const char *what, const int *v, int n) {
-	char buf[1500];
-	int off = 0;
-	for (int i = 0; i < n && off < (int)sizeof buf - 16; i++)
-		off += snprintf(buf + off, sizeof buf - off, " %d", v[i]);
-	buf[off] = 0;
-	OUT("%s:%s", what, buf);
-}
+#define RESULT_TAG 'H'
+#include "result.h"
 
 static int cmpint(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
 
 int main(int argc, char **argv) {
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	char lv[MPI_MAX_LIBRARY_VERSION_STRING];
-	int lvn;
-	MPI_Get_library_version(lv, &lvn);
-	printf("V%d %.40s\n", rank, lv);
+	start(&argc, &argv);
 
 	/* A 2-D grid, periodic in the first dimension only: the halo exchange
 	 * of a stencil code. Off the non-periodic edge the neighbour is
