@@ -74,15 +74,7 @@ func benchMPLite(b *testing.B, size int) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/half-rtt")
-	if err := x.Send(nil, 1, 1); err != nil {
-		b.Fatal(err)
-	}
-	if err := x.Finalize(); err != nil {
-		b.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	endEcho(b, x, done)
 }
 
 // viEnd is one end of the VI baseline: a reliable-delivery VI with a

@@ -260,13 +260,5 @@ func TestLayoutEagerAllocatesNothing(t *testing.T) {
 	if n := allocsPerRun(300, round); n != 0 {
 		t.Errorf("a %d-byte layout round trip allocates %v times", size, n)
 	}
-	if err := a.Send(nil, 1, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Finalize(); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-echoed; err != nil {
-		t.Fatal(err)
-	}
+	endEcho(t, a, echoed)
 }

@@ -350,15 +350,7 @@ func TestEagerHotPathAllocatesNothing(t *testing.T) {
 			}); n > 2 {
 				t.Errorf("a %d-byte Isend+Irecv+Wait round allocates %v times, want the two Requests only", size, n)
 			}
-			if err := a.Send(nil, 1, 1); err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Finalize(); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-echoed; err != nil {
-				t.Fatal(err)
-			}
+			endEcho(t, a, echoed)
 		})
 	}
 }
@@ -505,5 +497,20 @@ func TestCollectivesKeepScratch(t *testing.T) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// endEcho stops an echoing peer (rank 1, which returns on tag 1 and sends
+// the result of its Finalize on echoed) and finalizes a.
+func endEcho(tb testing.TB, a *mplite.Comm, echoed <-chan error) {
+	tb.Helper()
+	if err := a.Send(nil, 1, 1); err != nil {
+		tb.Fatal(err)
+	}
+	if err := a.Finalize(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := <-echoed; err != nil {
+		tb.Fatal(err)
 	}
 }
