@@ -492,13 +492,15 @@ func (o *mcOp) postDoneRecvs() error {
 
 // doneRecvsReady makes point-to-point progress and reports whether every
 // completion message this rank waits for arrived (or failed).
-func (o *mcOp) doneRecvsReady() bool {
-	c := o.c
+func (o *mcOp) doneRecvsReady() bool { return o.c.progressReady(o.x.reqs) }
+
+// progressReady makes point-to-point progress and reports whether every
+// request of s is done.
+func (c *Comm) progressReady(s reqSet) bool {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.progressLocked()
-	ok := o.x.reqs.ready()
-	c.mu.Unlock()
-	return ok
+	return s.ready()
 }
 
 // peerErr makes point-to-point progress and returns the error of a peer
@@ -564,15 +566,7 @@ func (o *mcOp) sendChunk(i int, flags uint8) error {
 // pacing's room, each copied once from the user's buffer into its frame.
 // It returns how many it sent.
 func (o *mcOp) sendNew(limit int) (int, error) {
-	cnt := min(limit-o.sent, o.pace.room())
-	if cnt <= 0 {
-		return 0, nil
-	}
-	if err := o.c.mc.sendChunks(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.buf, o.cs, o.sent, cnt); err != nil {
-		return 0, err
-	}
-	o.sent += cnt
-	return cnt, nil
+	return o.c.mc.sendNew(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.buf, o.cs, &o.sent, limit)
 }
 
 // feedback sends an ACK or NAK to the root.

@@ -182,39 +182,17 @@ func (o *mcAllOp) run() error {
 }
 
 // allTold makes point-to-point progress and reports whether every other
-// rank said it has everything.
-func (o *mcAllOp) allTold() bool {
-	c := o.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.progressLocked()
-	for _, r := range o.x.reqs[:o.n-1] {
-		if !r.done {
-			return false
-		}
-	}
-	return true
-}
+// rank said it has everything (requests 0 to n-2 are those receives).
+func (o *mcAllOp) allTold() bool { return o.c.progressReady(o.x.reqs[:o.n-1]) }
 
 func (o *mcAllOp) hdr(typ uint8) mcHdr {
 	return mcHdr{typ: typ, rank: uint16(o.me), group: o.g.id, op: o.g.op, total: uint32(o.m)}
 }
 
-// chunk is chunk i of a block.
-func (o *mcAllOp) chunk(block []byte, i int) []byte { return chunkOf(block, i, o.cs) }
-
 // sendNew multicasts the next chunks of this rank's block, up to a batch
 // and the pacing's room.
 func (o *mcAllOp) sendNew() (int, error) {
-	cnt := min(o.k-o.sent, o.pace.room())
-	if cnt <= 0 {
-		return 0, nil
-	}
-	if err := o.c.mc.sendChunks(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.send, o.cs, o.sent, cnt); err != nil {
-		return 0, err
-	}
-	o.sent += cnt
-	return cnt, nil
+	return o.c.mc.sendNew(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.send, o.cs, &o.sent, o.k)
 }
 
 // resend retransmits chunk j of this rank's block unless it went within
@@ -288,7 +266,7 @@ func (o *mcAllOp) handle(h *mcHdr, src [6]byte, pl []byte) error {
 	}
 	i := int(h.seq)
 	data := pl[mcHdrLen:]
-	want := o.chunk(o.recv[r*o.m:(r+1)*o.m], i)
+	want := segment(o.recv[r*o.m:(r+1)*o.m], i, o.cs)
 	if len(data) != len(want) {
 		c.mc.count(&c.mc.stats.Bad, 1)
 		return nil

@@ -32,15 +32,16 @@ func newPacer(rate uint64, streams int, port *vi.DatagramPort, dev nic.Device) m
 	return p
 }
 
-// sent counts a frame of n payload bytes against the line.
-func (p *mcPacer) sent(n int) {
+// sent counts frames frames of n payload bytes in all against the line
+// (one clock reading per batch).
+func (p *mcPacer) sent(n, frames int) {
 	if p.byteTime == 0 {
 		return
 	}
 	if now := time.Now(); p.due.Before(now) {
 		p.due = now
 	}
-	p.due = p.due.Add(time.Duration(n+p.over) * p.byteTime)
+	p.due = p.due.Add(time.Duration(n+frames*p.over) * p.byteTime)
 }
 
 // room is how many full frames may go now, at most a batch.
@@ -61,28 +62,30 @@ func (p *mcPacer) wait() time.Duration {
 	return time.Until(p.due) - p.ahead/2
 }
 
-// chunkOf is chunk i of msg in chunks of cs bytes.
-func chunkOf(msg []byte, i, cs int) []byte {
-	lo := i * cs
-	return msg[lo:min(lo+cs, len(msg))]
-}
-
-// sendChunks multicasts chunks first to first+cnt-1 of msg (chunks of cs
-// bytes) to group as one batch, each with header h and its index, copied
-// once from msg into its frame, and counts them against pace.
-func (m *mcastEP) sendChunks(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs, first, cnt int) error {
+// sendNew multicasts the next chunks of msg (chunks of cs bytes) from
+// *sent up to limit, as many as a batch and pace allow, each with header h
+// and its index, copied once from msg into its frame; it advances *sent
+// and returns how many it sent.
+func (m *mcastEP) sendNew(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs int, sent *int, limit int) (int, error) {
+	cnt := min(limit-*sent, pace.room())
+	if cnt <= 0 {
+		return 0, nil
+	}
+	bytes := 0
 	for i := range cnt {
 		b := port.BatchBuffer(i)
-		h.seq = uint32(first + i)
+		h.seq = uint32(*sent + i)
 		putMcHdr(b, &h)
-		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], chunkOf(msg, first+i, cs))
-		pace.sent(m.lens[i])
+		m.lens[i] = mcHdrLen + copy(b[mcHdrLen:], segment(msg, *sent+i, cs))
+		bytes += m.lens[i]
 	}
 	if err := port.SendBatch(group, m.lens[:cnt]); err != nil {
-		return err
+		return 0, err
 	}
+	pace.sent(bytes, cnt)
+	*sent += cnt
 	m.count(&m.stats.DataSent, uint64(cnt))
-	return nil
+	return cnt, nil
 }
 
 // sendChunk multicasts chunk i of msg alone with header h (its flags
@@ -90,11 +93,11 @@ func (m *mcastEP) sendChunks(port *vi.DatagramPort, pace *mcPacer, group []byte,
 func (m *mcastEP) sendChunk(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs, i int) error {
 	h.seq = uint32(i)
 	putMcHdr(m.frame, &h)
-	n := copy(m.frame[mcHdrLen:], chunkOf(msg, i, cs))
+	n := copy(m.frame[mcHdrLen:], segment(msg, i, cs))
 	if err := port.SendTo(group, m.frame[:mcHdrLen+n]); err != nil {
 		return err
 	}
-	pace.sent(mcHdrLen + n)
+	pace.sent(mcHdrLen+n, 1)
 	if h.flags != 0 {
 		m.count(&m.stats.Resent, 1)
 	} else {

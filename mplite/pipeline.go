@@ -50,20 +50,24 @@ func defaultChainCost(n, m int) (c1, c2 float64) {
 // chainWork is Work's pipeline: every rank but the last sends every
 // segment once.
 func chainWork(n, m int) (msgs, bytes float64) {
-	seg := chainSegment(DefaultTuning(), n, m, 1)
+	return chainWorkSeg(n, m, chainSegment(DefaultTuning(), n, m, 1))
+}
+
+func chainWorkSeg(n, m, seg int) (msgs, bytes float64) {
 	return float64(n-1) * float64((m+seg-1)/seg), float64(n-1) * float64(m)
 }
 
 // chainTuned is the cost model's view of a pipeline: its segment comes
-// from the tuning. Every rank but the last sends every segment once.
+// from the tuning.
 func chainTuned(s selection) (c1, c2, w1, w2 float64, ok bool) {
 	seg := chainSegment(s.t, s.n, s.m, 1)
 	c1, c2 = chainCost(s.n, s.m, seg)
-	k := float64((s.m + seg - 1) / seg)
-	return c1, c2, float64(s.n-1) * k, float64(s.n-1) * float64(s.m), true
+	w1, w2 = chainWorkSeg(s.n, s.m, seg)
+	return c1, c2, w1, w2, true
 }
 
-// segment is segment i of buf, in segments of seg bytes.
+// segment is segment i of buf, in segments of seg bytes (a pipeline's
+// segment, a multicast's chunk).
 func segment(buf []byte, i, seg int) []byte {
 	lo := i * seg
 	return buf[lo:min(lo+seg, len(buf))]
