@@ -42,8 +42,15 @@ const (
 	// connPollEvery is how often pending connection requests are looked at
 	// while some peer is not connected.
 	connPollEvery = int64(time.Millisecond)
-	// bgBlock bounds one blocking wait of the progress goroutine.
+	// bgBlock bounds one blocking wait while something must be looked at
+	// by the clock: a peer's promised connection, or a connection request
+	// the fabric does not wake a waiter for (see blockBound).
 	bgBlock = 2 * time.Millisecond
+	// idleBlock bounds one blocking wait otherwise: only a completion or a
+	// connection request, which end the wait, can change anything. Each
+	// rank that wakes for nothing takes a CPU from one with work: with
+	// 128 ranks on 2 CPUs, waking every bgBlock kept both CPUs busy.
+	idleBlock = 100 * time.Millisecond
 	// bgGrace is how long after the last poll the progress goroutine
 	// takes over.
 	bgGrace = time.Millisecond
@@ -120,9 +127,11 @@ type endpoint struct {
 	sendCache, recvCache *rdma.Cache
 	anyErr               error // fails receives from AnySource once a peer died
 	unconnected          int   // peers neither connected nor gone
+	awaiting             int   // peers in stAwaiting: checkAwaiting watches them
 	lastConnPoll         int64
-	timed                int  // waiters with a deadline: wake them now and then
-	changed              bool // something a waiter may care about happened
+	timed                int   // waiters with a deadline (Finalize's drain)
+	timedBy              int64 // the earliest of their deadlines (c.nanos)
+	changed              bool  // something a waiter may care about happened
 	finalizing           bool
 	finalized            bool
 	stats                Stats
@@ -328,7 +337,7 @@ func (c *Comm) openProvider() error {
 		o.Window = lineWindow(r, c.devs[0].MTU())
 	}
 	if c.cfg.osYield {
-		o.PollGrace, o.MaxBlock = sharedGrace, sharedGrace
+		o.PollGrace, o.MaxBlock, o.BackgroundNaps = sharedGrace, sharedGrace, true
 	}
 	f, err := openFabric(c.devs, o, c.cfg.yield, 2*c.qdepth*max(1, c.size-1))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"github.com/ethervia/ethervia/bonding"
 	"github.com/ethervia/ethervia/descriptors"
@@ -31,7 +32,11 @@ type fabric interface {
 	// connects its other rails), so it is done outside the lock.
 	acceptBlocks() bool
 	done() (completion, bool)
+	// wait returns a completion, or one with connReq set when a
+	// connection request arrived meanwhile (fabrics whose wakesOnRequest
+	// is true), or an error when ctx ends.
 	wait(ctx context.Context) (completion, error)
+	wakesOnRequest() bool
 	// received counts the frames taken from the devices: a waiter spins
 	// on while it moves (see spinWindow).
 	received() uint64
@@ -45,8 +50,9 @@ type fabric interface {
 // completion is one work queue's completion: raw is the *vi.VI or
 // *bonding.VI.
 type completion struct {
-	raw  any
-	recv bool
+	raw     any
+	recv    bool
+	connReq bool // no work queue's: a connection request is waiting
 }
 
 // link is one connection's VI.
@@ -78,6 +84,9 @@ type viFabric struct {
 	p    *vi.Provider
 	ptag vi.PTag
 	cq   *vi.CQ
+	// seenReqs is the provider's request count at the last pollRequest:
+	// wait ends when it moves.
+	seenReqs atomic.Uint64
 }
 
 func (f *viFabric) maxTransfer() int { return f.p.Attributes().MaxTransfer }
@@ -102,6 +111,7 @@ func (f *viFabric) newLink(qdepth int) (link, error) {
 }
 
 func (f *viFabric) pollRequest() (connRequest, bool) {
+	f.seenReqs.Store(f.p.ConnRequests())
 	req, ok := f.p.PollConnect(discriminator)
 	if !ok {
 		return nil, false
@@ -119,9 +129,15 @@ func (f *viFabric) done() (completion, bool) {
 func (f *viFabric) received() uint64 { return f.p.Received() }
 
 func (f *viFabric) wait(ctx context.Context) (completion, error) {
-	comp, err := f.cq.Wait(ctx)
+	seen := f.seenReqs.Load()
+	comp, ok, err := f.cq.WaitOr(ctx, func() bool { return f.p.ConnRequests() != seen })
+	if err == nil && !ok {
+		return completion{connReq: true}, nil
+	}
 	return completion{raw: comp.VI, recv: comp.Recv}, err
 }
+
+func (f *viFabric) wakesOnRequest() bool { return true }
 
 func (f *viFabric) linkID(comp completion) int {
 	v, ok := comp.raw.(*vi.VI)
@@ -210,6 +226,10 @@ func (f *bondFabric) pollRequest() (connRequest, bool) {
 }
 
 func (f *bondFabric) acceptBlocks() bool { return true }
+
+// wakesOnRequest: a bond's requests arrive on its own goroutines, which do
+// not end a CQ wait; a rank with unconnected peers looks every bgBlock.
+func (f *bondFabric) wakesOnRequest() bool { return false }
 
 func (f *bondFabric) done() (completion, bool) {
 	comp, ok := f.cq.Done()

@@ -86,6 +86,12 @@ func (c *Comm) setState(p *peer, s peerState) {
 	} else if !wasOpen && isOpen {
 		c.unconnected++
 	}
+	if p.state == stAwaiting {
+		c.awaiting--
+	}
+	if s == stAwaiting {
+		c.awaiting++
+	}
 	p.state = s
 	c.changed = true
 }
@@ -281,6 +287,9 @@ func (c *Comm) onConnRequest(req connRequest) {
 
 // checkAwaiting fails peers whose promised connection never came.
 func (c *Comm) checkAwaiting(now int64) {
+	if c.awaiting == 0 {
+		return // the usual case: no scan of every peer each millisecond
+	}
 	for _, p := range c.peers {
 		if p.state == stAwaiting && now > p.awaitUntil {
 			c.peerFailed(p, fmt.Errorf("rank %d never connected after rejecting our request", p.rank), true)

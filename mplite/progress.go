@@ -87,8 +87,13 @@ func (c *Comm) wait(w waitCond) {
 			continue
 		}
 		c.leader = true
+		bound := c.blockBound()
 		c.mu.Unlock()
-		c.leaderCtx.Reset(time.Now().Add(bgBlock))
+		c.leaderCtx.Reset(time.Now().Add(bound))
+		// With more ranks than CPUs, the call's own goroutine blocks
+		// without handing its P on: each hand-off kept the process's
+		// sysmon thread polling every 20µs (nic.ThreadWaiter).
+		c.leaderCtx.SetHoldThread(c.cfg.osYield)
 		comp, err := c.fab.wait(&c.leaderCtx)
 		c.mu.Lock()
 		c.leader = false
@@ -107,6 +112,22 @@ func (c *Comm) wait(w waitCond) {
 			return
 		}
 	}
+}
+
+// blockBound is how long one blocking wait on the fabric may sleep (c.mu
+// held): idleBlock when only a completion or a connection request can
+// change anything, bgBlock while a peer's promised connection must be
+// timed or connection requests must be polled for, and never past a
+// timed waiter's deadline.
+func (c *Comm) blockBound() time.Duration {
+	if c.awaiting > 0 || c.unconnected > 0 && !c.fab.wakesOnRequest() {
+		return bgBlock
+	}
+	d := idleBlock
+	if c.timed > 0 {
+		d = min(d, max(bgBlock, time.Duration(c.timedBy-c.nanos())))
+	}
+	return d
 }
 
 // spinWindow is how long a waiter polls before it blocks: the spin time
@@ -179,6 +200,10 @@ func (c *Comm) progressFor(w waitCond) {
 
 // handle takes the descriptor a completion names and acts on it.
 func (c *Comm) handle(comp completion) {
+	if comp.connReq {
+		c.pollConnRequests()
+		return
+	}
 	id := c.fab.linkID(comp)
 	if id < 0 || id >= len(c.byVI) || c.byVI[id] == nil || c.byVI[id].v.raw() != comp.raw {
 		return
@@ -217,7 +242,10 @@ func (c *Comm) background() {
 			}
 			continue
 		}
-		c.bgCtx.Reset(time.Now().Add(bgBlock))
+		c.mu.Lock()
+		bound := c.blockBound()
+		c.mu.Unlock()
+		c.bgCtx.Reset(time.Now().Add(bound))
 		comp, err := c.fab.wait(&c.bgCtx)
 		if c.stopped.Load() {
 			return

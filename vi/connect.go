@@ -12,8 +12,10 @@ import (
 	"github.com/ethervia/ethervia/reliability"
 )
 
-// maxConnReqs bounds the connection requests waiting for ConnectWait.
-const maxConnReqs = 64
+// minConnReqs is the least number of connection requests that may wait
+// for ConnectWait; a provider with more VIs holds one per VI (see
+// connReqLimit).
+const minConnReqs = 64
 
 // ConnRequest is a connection request received by ConnectWait. Answer it
 // with Accept or Reject; the client repeats its request until then or until
@@ -328,6 +330,19 @@ func (r *ConnRequest) Reject() error {
 	return nil
 }
 
+// connReqLimit bounds the requests waiting for ConnectWait: one per VI the
+// provider may open, so that a server can hold a first request from every
+// client it could accept at once (127 ranks asking one rank of a 128-rank job
+// overflowed a fixed 64 and the rest waited out their retries), and never
+// fewer than minConnReqs.
+func (p *Provider) connReqLimit() int { return max(minConnReqs, p.opts.MaxVIs) }
+
+// ConnRequests counts the connection requests the provider has queued for
+// ConnectWait since it opened. A caller that polls for them (PollConnect)
+// while it waits on a CQ can end that wait when the count moves (CQ.WaitOr)
+// instead of waking up now and then to look.
+func (p *Provider) ConnRequests() uint64 { return p.connQueued.Load() }
+
 // onConnReq records a client's request, or answers a repeated one.
 func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	for _, v := range p.vis {
@@ -355,7 +370,7 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 			return
 		}
 	}
-	if len(p.connReqs) >= maxConnReqs || h.Imm == 0 {
+	if len(p.connReqs) >= p.connReqLimit() || h.Imm == 0 {
 		p.stats.RefusedRequests++
 		return
 	}
@@ -363,6 +378,7 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 		remote:    Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Discriminator: h.RAddr},
 		remoteMAC: h.Src, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
 		peerWindow: int(h.Offset), attrs: remoteAttrs(h), at: now})
+	p.connQueued.Add(1)
 	wake.Signal(p.connWake)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -109,5 +110,52 @@ func TestAcceptSupersedesOwnRequest(t *testing.T) {
 		if err != nil || d.Length != 100 || !bytes.Equal(dst.Buf, src.Buf) {
 			t.Fatalf("message after the crossed connect: %v length %d", err, d.Length)
 		}
+	}
+}
+
+// TestConnectFanIn: more clients than the old fixed table (64) ask one
+// server at once, and the server answers only after every request is in.
+// Each waits in the table (one per VI the server may open) instead of being
+// refused and left to retry, and every client connects.
+func TestConnectFanIn(t *testing.T) {
+	const clients = 100
+	sw := memnic.NewSwitch(3)
+	server := newHost(t, sw, 1500, memnic.Faults{}, Options{MaxVIs: clients + 8}, 0)
+	errc := make(chan error, clients)
+	for i := range clients {
+		c := newHost(t, sw, 1500, memnic.Faults{}, Options{ConnectRetry: 50 * time.Millisecond}, 0)
+		v := c.newVI(t, Attributes{Reliability: ReliableDelivery})
+		go func() {
+			err := v.ConnectRequest(ctxT(t, 20*time.Second), Address{MAC: server.p.Attributes().HardwareAddr, Discriminator: 7})
+			if err != nil {
+				err = fmt.Errorf("client %d: %w", i, err)
+			}
+			errc <- err
+		}()
+	}
+	// Every first request is queued before anyone answers.
+	deadline := time.Now().Add(10 * time.Second)
+	for server.p.ConnRequests() < clients {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d requests queued; %+v", server.p.ConnRequests(), clients, server.p.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for range clients {
+		req, err := server.p.ConnectWait(ctxT(t, 5*time.Second), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := req.Accept(server.newVI(t, Attributes{Reliability: ReliableDelivery})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range clients {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	if s := server.p.Stats(); s.RefusedRequests != 0 {
+		t.Errorf("%d requests refused: %+v", s.RefusedRequests, s)
 	}
 }

@@ -54,7 +54,9 @@ type Options struct {
 	QueueDepth int
 	// MaxSegments is the most data segments per descriptor (default 64).
 	MaxSegments int
-	// MaxVIs bounds the VIs of the provider (default 1024, at most 65535).
+	// MaxVIs bounds the VIs of the provider (default 1024, at most 65535),
+	// and with them the connection requests that may wait for ConnectWait
+	// (never fewer than 64).
 	MaxVIs int
 	// SpinTime is how long Wait polls before it blocks (default 30µs;
 	// negative: never spin).
@@ -88,6 +90,14 @@ type Options struct {
 	// goroutine wake-up takes a CPU from a rank that needs it (more ranks
 	// than CPUs); mplite does under WithProcessYield.
 	PollGrace time.Duration
+	// BackgroundNaps keeps the background goroutine out of the device:
+	// when no caller polls it naps PollGrace and polls, instead of
+	// sleeping in the device. Set it where many processes share each CPU:
+	// a sleep in the device is a blocking system call, and each one keeps
+	// the Go runtime's sysmon thread polling every 20µs for a while (see
+	// nic.ThreadWaiter). Frames then wait up to PollGrace for a provider
+	// nobody polls.
+	BackgroundNaps bool
 	// MaxRegions and MaxRegisteredBytes bound the memory registered on the
 	// provider (zero: no bound); RegisterMemory fails with an error
 	// matching rdma.ErrLimit beyond them.

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +73,7 @@ type Provider struct {
 	rng          *rand.Rand
 	connReqs     []*ConnRequest
 	connWake     chan struct{}
+	connQueued   atomic.Uint64 // requests queued for ConnectWait, ever
 	lastNoConn   reliability.Time
 	stats        Stats
 	dgram        [256 - MinDatagramKind]*DatagramPort // open datagram ports by kind (datagram.go)
@@ -79,7 +81,7 @@ type Provider struct {
 	pollMu     sync.Mutex // the poll token: its holder may block in dev.Wait
 	spinners   atomic.Int32
 	lastActive atomic.Int64 // when a caller last stopped polling
-	blockers   atomic.Int32 // callers in Block
+	blockers   atomic.Int32 // callers in Block, or blocked in wait
 	// received counts frames taken from the device, for pollers that
 	// decide whether traffic still flows (Received).
 	received atomic.Uint64
@@ -461,11 +463,14 @@ func (p *Provider) noConnection(now reliability.Time, h *reliability.Header, v *
 // progress meanwhile: it spins for SpinTime, then blocks on the device (if
 // it can take the poll token) or on wake, never past the next timer.
 func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bool) error {
-	spinning := false
+	spinning, blocking := false, false
 	var spinUntil reliability.Time
 	defer func() {
 		if spinning {
 			p.stopSpin()
+		}
+		if blocking {
+			p.blockers.Add(-1)
 		}
 	}()
 	for {
@@ -503,6 +508,15 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 			spinning = false
 			p.stopSpin()
 		}
+		if !blocking {
+			// The background goroutine leaves the device to a blocked
+			// waiter, which runs the timers itself. Taking it over, it
+			// made every wake-up pass through a second thread (and,
+			// with many ranks per CPU, its blocking system call kept
+			// the process's sysmon busy: see nic.ThreadWaiter).
+			blocking = true
+			p.blockers.Add(1)
+		}
 		dl := min(next, now.Add(p.opts.MaxBlock))
 		if d, ok := ctx.Deadline(); ok {
 			if c := reliability.Time(d.Sub(p.epoch)) + 1; c < dl {
@@ -510,7 +524,15 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 			}
 		}
 		if p.pollMu.TryLock() {
-			err := p.dev.Wait(p.wallClock(dl))
+			var err error
+			if tw, ok := p.dev.(nic.ThreadWaiter); ok && ctxdl.HoldsThread(ctx) {
+				// Nothing else runs on this P until the wait ends: let
+				// what is runnable (a connecting goroutine, say) go first.
+				runtime.Gosched()
+				err = tw.WaitThread(p.wallClock(dl)) // see ctxdl.SetHoldThread
+			} else {
+				err = p.dev.Wait(p.wallClock(dl))
+			}
 			p.pollMu.Unlock()
 			if err != nil && errors.Is(err, nic.ErrClosed) {
 				p.mu.Lock()
@@ -604,7 +626,10 @@ func (p *Provider) background() {
 		p.mu.Lock()
 		next := p.nextDeadline
 		p.mu.Unlock()
-		if wait, ok := p.opts.bgNap(now, last, next, spinning); ok {
+		if wait, ok := p.opts.bgNap(now, last, next, spinning); ok || p.opts.BackgroundNaps {
+			if !ok {
+				wait = p.opts.PollGrace
+			}
 			t.Reset(wait)
 			select {
 			case <-t.C:
@@ -612,13 +637,19 @@ func (p *Provider) background() {
 				return
 			}
 			p.mu.Lock()
-			if p.now() >= p.nextDeadline {
-				p.progressLocked()
+			if !ok || p.now() >= p.nextDeadline {
+				p.progressLocked() // nobody polls: look at the device too
 			}
 			p.mu.Unlock()
 			continue
 		}
 		p.pollMu.Lock()
+		if p.spinners.Load() > 0 || p.blockers.Load() > 0 {
+			// A caller came while we waited for the device: it is
+			// theirs (see the blocking waiter in wait).
+			p.pollMu.Unlock()
+			continue
+		}
 		p.mu.Lock()
 		p.progressLocked()
 		next = p.nextDeadline

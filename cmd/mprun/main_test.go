@@ -105,14 +105,19 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
+// TestHostfile: every rank gets every rank's MACs, unless -discover.
 func TestHostfile(t *testing.T) {
 	needRoot(t)
-	out, errOut, code := mprun(t, "-np", "2", "-hostfile", "--", "/bin/sh", "-c", `cat "$MPLITE_HOSTFILE"`)
+	out, errOut, code := mprun(t, "-np", "2", "--", "/bin/sh", "-c", `cat "$MPLITE_HOSTFILE"`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	if !strings.Contains(out, "[0] 0 02:45:56:00:00:00") || !strings.Contains(out, "[0] 1 02:45:56:00:00:01") {
 		t.Fatalf("hostfile content: %s", out)
+	}
+	out, errOut, code = mprun(t, "-np", "2", "-discover", "--", "/bin/sh", "-c", `echo "hostfile=$MPLITE_HOSTFILE."`)
+	if code != 0 || !strings.Contains(out, "[0] hostfile=.") || !strings.Contains(out, "[1] hostfile=.") {
+		t.Fatalf("-discover: exit %d, output %q %s", code, out, errOut)
 	}
 }
 

@@ -25,6 +25,8 @@ import (
 // the old deadline or the new one.
 type Context struct {
 	deadline time.Time // written by Reset only
+	// holdThread: see SetHoldThread. Written by its owner between waits.
+	holdThread bool
 
 	mu     sync.Mutex
 	done   chan struct{} // Done's channel for this deadline; nil until asked for
@@ -123,6 +125,19 @@ func (c *Context) Err() error {
 
 // Value returns nil: the context carries no values.
 func (c *Context) Value(key any) any { return nil }
+
+// SetHoldThread marks the waits under c as ones that may block their OS
+// thread without handing the Go scheduler's P to another thread (see
+// nic.ThreadWaiter): the waiting goroutine is the one the program's call
+// is blocked in, and nothing else of the process needs to run meanwhile.
+// Like Reset, it must not be called while the context is in use.
+func (c *Context) SetHoldThread(on bool) { c.holdThread = on }
+
+// HoldsThread reports whether ctx is a *Context marked by SetHoldThread.
+func HoldsThread(ctx context.Context) bool {
+	c, ok := ctx.(*Context)
+	return ok && c.holdThread
+}
 
 // Cancellation returns the channel a wait must watch besides ctx's
 // deadline when a timer of its own already ends the wait by that deadline:

@@ -183,3 +183,19 @@ func TestCancellation(t *testing.T) {
 	cancel()
 	mustClose(t, Cancellation(ctx), "Cancellation of a cancelled context")
 }
+
+// TestHoldsThread: only a *Context marked by SetHoldThread holds its thread.
+func TestHoldsThread(t *testing.T) {
+	var c Context
+	if HoldsThread(&c) || HoldsThread(context.Background()) {
+		t.Fatal("an unmarked context holds its thread")
+	}
+	c.SetHoldThread(true)
+	if !HoldsThread(&c) {
+		t.Fatal("a marked context does not hold its thread")
+	}
+	c.SetHoldThread(false)
+	if HoldsThread(&c) {
+		t.Fatal("an unmarked context holds its thread")
+	}
+}

@@ -100,11 +100,23 @@ type Config struct {
 	// EtherType and JobKey must match the device's filter.
 	EtherType uint16
 	JobKey    uint32
-	// Period between announcements; zero means 5ms.
+	// Period between announcements; zero means DefaultPeriod(Size).
 	Period time.Duration
 	// Linger is how many quiet periods a finished rank waits for stragglers;
 	// zero means 40.
 	Linger int
+}
+
+// perRankPeriod stretches the announcement period with the job: every rank
+// hears every other rank's announcements, so a host takes size/Period
+// frames a second; 20µs a rank keeps that under 50 000.
+const perRankPeriod = 20 * time.Microsecond
+
+// DefaultPeriod is the announcement period of a job of size ranks: 5ms, or
+// 20µs a rank in larger jobs, so that no host receives more than 50 000
+// announcements a second however large the job.
+func DefaultPeriod(size int) time.Duration {
+	return max(5*time.Millisecond, time.Duration(size)*perRankPeriod)
 }
 
 // Discover finds every rank's MAC address on dev's network. It returns them
@@ -115,7 +127,7 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]net.HardwareAd
 		return nil, fmt.Errorf("bootstrap: rank %d of %d", cfg.Rank, cfg.Size)
 	}
 	if cfg.Period == 0 {
-		cfg.Period = 5 * time.Millisecond
+		cfg.Period = DefaultPeriod(cfg.Size)
 	}
 	if cfg.Linger == 0 {
 		cfg.Linger = 40

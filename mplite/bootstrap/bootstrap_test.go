@@ -228,3 +228,20 @@ func FuzzHostfile(f *testing.F) {
 		}
 	})
 }
+
+// TestDefaultPeriod: small jobs announce every 5ms; in large ones the
+// period grows so that a host hears at most 50 000 announcements a second.
+func TestDefaultPeriod(t *testing.T) {
+	if got := DefaultPeriod(2); got != 5*time.Millisecond {
+		t.Errorf("DefaultPeriod(2) = %v", got)
+	}
+	for _, n := range []int{2, 64, 250, 251, 1024, 1 << 16} {
+		p := DefaultPeriod(n)
+		if int64(n)*int64(time.Second) > 50000*int64(p) {
+			t.Errorf("%d ranks: period %v, more than 50 000 announcements a second", n, p)
+		}
+		if p < 5*time.Millisecond {
+			t.Errorf("%d ranks: period %v below 5ms", n, p)
+		}
+	}
+}

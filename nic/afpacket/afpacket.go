@@ -412,7 +412,13 @@ func (d *Device) recvOnce(fd uintptr) {
 
 // Wait implements nic.Device. It sleeps in ppoll(2) on the socket, so the
 // wake-up goes straight to this thread, and allocates nothing.
-func (d *Device) Wait(deadline time.Time) error {
+func (d *Device) Wait(deadline time.Time) error { return d.wait(deadline, false) }
+
+// WaitThread implements nic.ThreadWaiter: Wait, with ppoll(2) as a raw
+// system call.
+func (d *Device) WaitThread(deadline time.Time) error { return d.wait(deadline, true) }
+
+func (d *Device) wait(deadline time.Time, raw bool) error {
 	d.waitMu.RLock()
 	defer d.waitMu.RUnlock()
 	if d.closed.Load() {
@@ -431,8 +437,22 @@ func (d *Device) Wait(deadline time.Time) error {
 			d.pollTs = unix.NsecToTimespec(int64(left))
 			ts = &d.pollTs
 		}
-		n, err := unix.Ppoll(d.pollFds[:], ts, nil)
+		var n int
+		var err error
+		if raw {
+			r, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&d.pollFds[0])),
+				uintptr(len(d.pollFds)), uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+			if n = int(r); e != 0 {
+				err = e
+			}
+		} else {
+			n, err = unix.Ppoll(d.pollFds[:], ts, nil)
+		}
 		switch {
+		case err == unix.EINTR && raw:
+			// Most likely the runtime preempting this goroutine: let
+			// it reach a safe point.
+			return nil
 		case err == unix.EINTR:
 			continue
 		case err != nil:

@@ -36,6 +36,7 @@ func Run(t *testing.T, mk Maker) {
 	t.Run("OversizeRefused", func(t *testing.T) { testOversize(t, mk(t)) })
 	t.Run("NoAllocations", func(t *testing.T) { testAllocs(t, mk(t)) })
 	t.Run("InterruptEndsWait", func(t *testing.T) { testInterrupt(t, mk(t)) })
+	t.Run("WaitThread", func(t *testing.T) { testWaitThread(t, mk(t)) })
 }
 
 // Frame writes an Ethervia frame from src to dst into b: the prefix, then
@@ -385,5 +386,57 @@ func testInterrupt(t *testing.T, p Pair) {
 	sendAll(t, p.A, [][]byte{f})
 	if got := NewReceiver(p.B).Collect(t, 1, time.Second); len(got) != 1 {
 		t.Fatal("no frame received after Interrupts")
+	}
+}
+
+// testWaitThread: a device's WaitThread (nic.ThreadWaiter) keeps Wait's
+// contract: nil at once for a waiting frame or an earlier Interrupt,
+// ErrTimeout at its deadline, ErrClosed once closed, no allocations. (Its
+// goroutine holds its P, so a frame from this process cannot arrive while
+// it blocks; the frame is sent first.)
+func testWaitThread(t *testing.T, p Pair) {
+	tw, ok := p.B.(nic.ThreadWaiter)
+	if !ok {
+		t.Skipf("%T does not implement nic.ThreadWaiter", p.B)
+	}
+	// A signal (the runtime preempting the goroutine) may end a wait
+	// early with nil, a hint like Wait's: the caller waits again.
+	start := time.Now()
+	for {
+		err := tw.WaitThread(start.Add(20 * time.Millisecond))
+		if errors.Is(err, nic.ErrTimeout) {
+			break
+		}
+		if err != nil || time.Since(start) > time.Second {
+			t.Fatalf("WaitThread with nothing to read returned %v after %v, want ErrTimeout", err, time.Since(start))
+		}
+	}
+	if time.Since(start) < 15*time.Millisecond {
+		t.Fatal("WaitThread timed out before its deadline")
+	}
+	f := make([]byte, 64)
+	Frame(f, p, p.B, p.A, 3)
+	sendAll(t, p.A, [][]byte{f})
+	deadline := time.Now().Add(5 * time.Second)
+	if err := tw.WaitThread(deadline); err != nil {
+		t.Fatalf("WaitThread with a frame waiting returned %v", err)
+	}
+	if got := NewReceiver(p.B).Collect(t, 1, time.Second); len(got) != 1 {
+		t.Fatal("no frame received after WaitThread")
+	}
+	if in, ok := p.B.(nic.Interrupter); ok {
+		in.Interrupt()
+		start = time.Now()
+		if err := tw.WaitThread(start.Add(5 * time.Second)); err != nil || time.Since(start) > time.Second {
+			t.Fatalf("WaitThread after Interrupt returned %v after %v, want nil at once", err, time.Since(start))
+		}
+	}
+	past := time.Now().Add(-time.Second)
+	if n := testing.AllocsPerRun(100, func() { _ = tw.WaitThread(past) }); n != 0 {
+		t.Fatalf("WaitThread allocates %v times", n)
+	}
+	p.B.Close()
+	if err := tw.WaitThread(time.Now().Add(time.Second)); !errors.Is(err, nic.ErrClosed) {
+		t.Fatalf("WaitThread after Close returned %v, want ErrClosed", err)
 	}
 }

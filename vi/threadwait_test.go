@@ -1,0 +1,115 @@
+package vi
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/internal/ctxdl"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/memnic"
+)
+
+// countingDev counts the device waits of each kind; WaitThread is Wait.
+type countingDev struct {
+	*memnic.Port
+	waits, threadWaits atomic.Int64
+}
+
+func (d *countingDev) Wait(deadline time.Time) error {
+	d.waits.Add(1)
+	return d.Port.Wait(deadline)
+}
+
+func (d *countingDev) WaitThread(deadline time.Time) error {
+	d.threadWaits.Add(1)
+	return d.Port.Wait(deadline)
+}
+
+var _ nic.ThreadWaiter = (*countingDev)(nil)
+
+// sendOne posts one small send from va and returns its descriptor.
+func sendOne(t *testing.T, a *host, va *VI) *descriptors.Descriptor {
+	t.Helper()
+	d := &descriptors.Descriptor{Segments: []descriptors.Segment{a.buf(t, 64)}}
+	mustf(t, va.PostSend(d), "post send")
+	return d
+}
+
+// TestHoldThreadWait: a CQ wait under a context marked by SetHoldThread
+// sleeps in the device's WaitThread; an unmarked one in Wait.
+func TestHoldThreadWait(t *testing.T) {
+	sw := memnic.NewSwitch(1)
+	var dev *countingDev
+	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b := newHostWrapped(t, sw, 1500, memnic.Faults{}, Options{SpinTime: -1}, 1<<16, func(p *memnic.Port) nic.Device {
+		dev = &countingDev{Port: p}
+		return dev
+	})
+	cq, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cq})
+	for range 2 {
+		mustf(t, vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}), "post recv")
+	}
+	connectCS(t, a, b, va, vb, 3)
+	for _, hold := range []bool{true, false} {
+		w0, t0 := dev.waits.Load(), dev.threadWaits.Load()
+		var ctx ctxdl.Context
+		ctx.Reset(time.Now().Add(5 * time.Second))
+		ctx.SetHoldThread(hold)
+		go func() {
+			time.Sleep(20 * time.Millisecond) // let the wait block first
+			sendOne(t, a, va)
+		}()
+		if _, err := cq.Wait(&ctx); err != nil {
+			t.Fatal(err)
+		}
+		waits, threadWaits := dev.waits.Load()-w0, dev.threadWaits.Load()-t0
+		if hold && threadWaits == 0 || !hold && threadWaits != 0 {
+			t.Errorf("hold %v: %d WaitThread and %d Wait calls", hold, threadWaits, waits)
+		}
+	}
+}
+
+// TestBackgroundNaps: with BackgroundNaps the background goroutine never
+// sleeps in the device, and still takes in what arrives for a provider
+// nobody polls, within about PollGrace.
+func TestBackgroundNaps(t *testing.T) {
+	sw := memnic.NewSwitch(1)
+	var dev *countingDev
+	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b := newHostWrapped(t, sw, 1500, memnic.Faults{}, Options{BackgroundNaps: true, PollGrace: 5 * time.Millisecond},
+		1<<16, func(p *memnic.Port) nic.Device {
+			dev = &countingDev{Port: p}
+			return dev
+		})
+	cq, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cq})
+	mustf(t, vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}), "post recv")
+	connectCS(t, a, b, va, vb, 4)
+	w0 := dev.waits.Load()
+	sendOne(t, a, va)
+	// Nobody on b polls: only its background goroutine can take the frame.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := cq.Ready(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the receive never completed without a poller")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n := dev.waits.Load() - w0; n != 0 {
+		t.Errorf("the background goroutine slept in the device %d times", n)
+	}
+}
