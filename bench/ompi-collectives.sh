@@ -16,7 +16,8 @@
 # RATE (none; tc style such as 100mbit or 1gbit): a tbf on every switch port
 # towards its host, sized as the testbed sizes it for mprun -rate (bucket 5 ms
 # of the rate but at least two frames, queue the bucket plus 50 ms).
-# With more ranks than CPUs, Open MPI's ranks yield when idle, as ours do.
+# LIMIT (600): seconds mpirun may run before it is killed (the script then
+# fails). With more ranks than CPUs, Open MPI's ranks yield when idle, as ours do.
 # Needs root, iproute2, openmpi-bin and libopenmpi-dev (mpicc).
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
@@ -109,7 +110,7 @@ cd "$work"
 # Rank 0 runs in the first namespace with mpirun, whose PMIx server must
 # listen on the veth for the ranks in the other namespaces to reach it.
 # shellcheck disable=SC2086
-if ! ip netns exec "${ns}0" timeout 600 env PMIX_MCA_ptl_tcp_if_include=mpi0 \
+if ! ip netns exec "${ns}0" timeout "${LIMIT:-600}" env PMIX_MCA_ptl_tcp_if_include=mpi0 \
 	mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
 	--mca mpi_yield_when_idle $yield \
 	--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include mpi0 --mca oob_tcp_if_include mpi0 \

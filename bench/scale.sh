@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Jobs of many ranks, one per host namespace, on this machine: the wall time of
+# examples/hello under mprun (launch to exit, testbed included), and an 8-byte
+# Allreduce against Open MPI's (bench/ompi-collectives.sh, the same layout: one
+# rank per namespace on one bridge), interleaved over ROUNDS rounds, medians.
+# Also each rank's peak RSS at the largest NP. Needs root, an idle machine,
+# openmpi-bin and libopenmpi-dev. Env: NPS ("64 128"), ROUNDS (3), OUT,
+# OMPI_LIMIT (seconds Open MPI gets per point, 120; a point it misses is
+# reported as such).
+set -euo pipefail
+bench=$(cd "$(dirname "$0")" && pwd)
+cd "$bench/.."
+OUT=${OUT:-$(mktemp -d)}
+NPS=${NPS:-64 128}
+ROUNDS=${ROUNDS:-3}
+OMPI_LIMIT=${OMPI_LIMIT:-120}
+for b in mprun collbench; do go build -o "$OUT/$b" "./cmd/$b"; done
+go build -o "$OUT/hello" ./examples/hello
+: >"$OUT/samples"
+for r in $(seq "$ROUNDS"); do
+	for np in $NPS; do
+		s=$(date +%s.%N)
+		"$OUT/mprun" -np "$np" "$OUT/hello" >"$OUT/hello.out" 2>&1
+		e=$(date +%s.%N)
+		got=$(grep -c "hello from" "$OUT/hello.out" || true)
+		[ "$got" = $((np - 1)) ] || { echo "hello -np $np: $got greetings" >&2; exit 1; }
+		echo "hello $np $(echo "$e - $s" | bc)" >>"$OUT/samples"
+		us=$("$OUT/mprun" -np "$np" "$OUT/collbench" -colls allreduce -algos auto -sizes 8 -secs 2 -warmup 1s 2>&1 |
+			sed -n 's/^\[0\] coll=allreduce .* us=\([0-9.]*\).*/\1/p')
+		echo "allreduce $np $us" >>"$OUT/samples"
+		# Open MPI gets OMPI_LIMIT seconds: at 128 ranks on 2 CPUs it
+		# did not finish in 10 minutes.
+		us=$(NP=$np SIZES=1 COLLS=allreduce SECS=2 LIMIT=$OMPI_LIMIT sh "$bench/ompi-collectives.sh" 2>/dev/null |
+			sed -n 's/.*coll=allreduce.* us=\([0-9.]*\).*/\1/p' || true)
+		[ -n "$us" ] && echo "ompi-allreduce $np $us" >>"$OUT/samples"
+	done
+	echo "round $r done" >&2
+done
+np=${NPS##* }
+"$OUT/mprun" -np "$np" /usr/bin/time -f "rss_kb=%M" "$OUT/collbench" -colls allreduce -algos auto -sizes 8 -iters 20 -warmup 0 2>&1 |
+	sed -n 's/.*rss_kb=\([0-9]*\).*/\1/p' | sort -n | awk -v np="$np" '{a[NR]=$1} END {print "rss_kb", np, a[int((NR+1)/2)], a[NR]}' >>"$OUT/samples"
+python3 - "$OUT/samples" <<'PY'
+import sys, statistics, collections
+rows = collections.defaultdict(list)
+rss = None
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0] == "rss_kb":
+        rss = f
+        continue
+    rows[(f[0], int(f[1]))].append(float(f[2]))
+for np in sorted({k[1] for k in rows}):
+    h = statistics.median(rows[("hello", np)])
+    ours = statistics.median(rows[("allreduce", np)])
+    peers = rows.get(("ompi-allreduce", np))
+    if not peers:
+        print(f"np={np} hello_s={h:.2f} allreduce_us={ours:.0f} ompi_allreduce_us=none (did not finish)")
+        continue
+    peer = statistics.median(peers)
+    print(f"np={np} hello_s={h:.2f} allreduce_us={ours:.0f} ompi_allreduce_us={peer:.0f} ({len(peers)} of {len(rows[('hello', np)])} finished) ratio={ours/peer:.2f}")
+if rss:
+    print(f"np={rss[1]} rank_rss_kb median={rss[2]} max={rss[3]}")
+PY
