@@ -37,13 +37,14 @@ func sendOne(t *testing.T, a *host, va *VI) *descriptors.Descriptor {
 	return d
 }
 
-// TestHoldThreadWait: a CQ wait under a context marked by SetHoldThread
-// sleeps in the device's WaitThread; an unmarked one in Wait.
-func TestHoldThreadWait(t *testing.T) {
+// countingPair connects a VI on a plain host to one on a host whose device
+// counts its waits (provider options o), with recvs receives posted on the
+// latter, whose completions go to cq.
+func countingPair(t *testing.T, o Options, recvs int) (a *host, va *VI, dev *countingDev, cq *CQ) {
+	t.Helper()
 	sw := memnic.NewSwitch(1)
-	var dev *countingDev
-	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	b := newHostWrapped(t, sw, 1500, memnic.Faults{}, Options{SpinTime: -1}, 1<<16, func(p *memnic.Port) nic.Device {
+	a = newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b := newHostWrapped(t, sw, 1500, memnic.Faults{}, o, 1<<16, func(p *memnic.Port) nic.Device {
 		dev = &countingDev{Port: p}
 		return dev
 	})
@@ -51,12 +52,19 @@ func TestHoldThreadWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	va = a.newVI(t, Attributes{Reliability: ReliableDelivery})
 	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cq})
-	for range 2 {
+	for range recvs {
 		mustf(t, vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}), "post recv")
 	}
 	connectCS(t, a, b, va, vb, 3)
+	return a, va, dev, cq
+}
+
+// TestHoldThreadWait: a CQ wait under a context marked by SetHoldThread
+// sleeps in the device's WaitThread; an unmarked one in Wait.
+func TestHoldThreadWait(t *testing.T) {
+	a, va, dev, cq := countingPair(t, Options{SpinTime: -1}, 2)
 	for _, hold := range []bool{true, false} {
 		w0, t0 := dev.waits.Load(), dev.threadWaits.Load()
 		var ctx ctxdl.Context
@@ -80,22 +88,7 @@ func TestHoldThreadWait(t *testing.T) {
 // sleeps in the device, and still takes in what arrives for a provider
 // nobody polls, within about PollGrace.
 func TestBackgroundNaps(t *testing.T) {
-	sw := memnic.NewSwitch(1)
-	var dev *countingDev
-	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	b := newHostWrapped(t, sw, 1500, memnic.Faults{}, Options{BackgroundNaps: true, PollGrace: 5 * time.Millisecond},
-		1<<16, func(p *memnic.Port) nic.Device {
-			dev = &countingDev{Port: p}
-			return dev
-		})
-	cq, err := b.p.NewCQ(2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
-	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, RecvCQ: cq})
-	mustf(t, vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 64)}}), "post recv")
-	connectCS(t, a, b, va, vb, 4)
+	a, va, dev, cq := countingPair(t, Options{BackgroundNaps: true, PollGrace: 5 * time.Millisecond}, 1)
 	w0 := dev.waits.Load()
 	sendOne(t, a, va)
 	// Nobody on b polls: only its background goroutine can take the frame.
