@@ -527,7 +527,7 @@ func (d *Device) backoff(idle *int, since *time.Time) error {
 		return fmt.Errorf("afxdp %s: send: %d frames on the tx ring, none completed for %v: %w",
 			d.iface, d.tx.pending(), TxStallTimeout, ErrTxStalled)
 	}
-	if _, e := pollFds(d.stallFds[:], 1); e != 0 && e != unix.EINTR {
+	if _, e := pollFds(d.stallFds[:], 1, false); e != 0 && e != unix.EINTR {
 		return fmt.Errorf("afxdp %s: send: poll: %w", d.iface, e)
 	}
 	if d.closed.Load() {
@@ -639,7 +639,7 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 // new fill-ring entries.
 func (d *Device) wakeFill() {
 	if d.fill.needWakeup() {
-		pollFds(d.wakeFds[:], 0)
+		pollFds(d.wakeFds[:], 0, false)
 	}
 }
 
@@ -651,7 +651,13 @@ const maxPollMs = 10_000
 // interrupt eventfds, with the remaining time rounded up to whole
 // milliseconds. Wait does not
 // hold up Recv, and it allocates nothing, also when it times out.
-func (d *Device) Wait(deadline time.Time) error {
+func (d *Device) Wait(deadline time.Time) error { return d.wait(deadline, false) }
+
+// WaitThread implements nic.ThreadWaiter: Wait, with poll(2) as a raw system
+// call.
+func (d *Device) WaitThread(deadline time.Time) error { return d.wait(deadline, true) }
+
+func (d *Device) wait(deadline time.Time, raw bool) error {
 	d.wmu.RLock()
 	defer d.wmu.RUnlock()
 	for {
@@ -670,8 +676,10 @@ func (d *Device) Wait(deadline time.Time) error {
 			ms = int(min((left+time.Millisecond-1)/time.Millisecond, maxPollMs))
 		}
 		fds := [3]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}, {Fd: d.efd.Fd(), Events: unix.POLLIN}, {Fd: d.ifd.Fd(), Events: unix.POLLIN}}
-		n, e := pollFds(fds[:], ms)
+		n, e := pollFds(fds[:], ms, raw)
 		switch {
+		case e == unix.EINTR && raw:
+			return nil // most likely the runtime preempting us: let it
 		case e == unix.EINTR, e == 0 && n == 0:
 			continue
 		case e != 0:

@@ -39,7 +39,11 @@ func kick(fd int) unix.Errno {
 
 // pollFds is poll(2) on a caller-owned array, so that the hot path does not
 // allocate a slice header on the heap.
-func pollFds(fds []unix.PollFd, timeoutMs int) (int, unix.Errno) {
+func pollFds(fds []unix.PollFd, timeoutMs int, raw bool) (int, unix.Errno) {
+	if raw { // see nic.ThreadWaiter
+		r, _, e := unix.RawSyscall(unix.SYS_POLL, uintptr(unsafe.Pointer(unsafe.SliceData(fds))), uintptr(len(fds)), uintptr(timeoutMs))
+		return int(r), e
+	}
 	r, _, e := unix.Syscall(unix.SYS_POLL, uintptr(unsafe.Pointer(unsafe.SliceData(fds))), uintptr(len(fds)), uintptr(timeoutMs))
 	return int(r), e
 }
