@@ -87,7 +87,14 @@ type viFabric struct {
 	// seenReqs is the provider's request count at the last pollRequest:
 	// wait ends when it moves.
 	seenReqs atomic.Uint64
+	// requestWaiting as a func value, made once: a closure per wait would
+	// allocate on every blocking wait.
+	stopWait func() bool
 }
+
+// requestWaiting reports a connection request that came after the last
+// pollRequest (called with the provider's lock held: atomics only).
+func (f *viFabric) requestWaiting() bool { return f.p.ConnRequests() != f.seenReqs.Load() }
 
 func (f *viFabric) maxTransfer() int { return f.p.Attributes().MaxTransfer }
 
@@ -129,8 +136,7 @@ func (f *viFabric) done() (completion, bool) {
 func (f *viFabric) received() uint64 { return f.p.Received() }
 
 func (f *viFabric) wait(ctx context.Context) (completion, error) {
-	seen := f.seenReqs.Load()
-	comp, ok, err := f.cq.WaitOr(ctx, func() bool { return f.p.ConnRequests() != seen })
+	comp, ok, err := f.cq.WaitOr(ctx, f.stopWait)
 	if err == nil && !ok {
 		return completion{connReq: true}, nil
 	}
@@ -309,6 +315,7 @@ func openFabric(devs []nic.Device, o vi.Options, yield bool, cqDepth int) (fabri
 			return nil, fmt.Errorf("open provider: %w", err)
 		}
 		f := &viFabric{p: p, ptag: p.NewPTag()}
+		f.stopWait = f.requestWaiting
 		if f.cq, err = p.NewCQ(cqDepth); err != nil {
 			p.Close()
 			return nil, err

@@ -291,9 +291,15 @@ func TestEagerHotPathAllocatesNothing(t *testing.T) {
 		// not without -race): the instrumented runtime's, not the path's.
 		t.Skip("allocation counts mean nothing under the race detector (the normal pass runs this)")
 	}
-	for _, size := range []int{1, mplite.DefaultEagerLimit} {
-		t.Run(fmt.Sprint(size), func(t *testing.T) {
-			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
+	// A minute of spin keeps both ends polling; a negative spin time has
+	// every wait block on the fabric at once.
+	for _, c := range []struct {
+		size int
+		spin time.Duration
+	}{{1, time.Minute}, {mplite.DefaultEagerLimit, time.Minute}, {1, -1}} {
+		size := c.size
+		t.Run(fmt.Sprintf("%d/spin=%v", size, c.spin), func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(c.spin))
 			if err != nil {
 				t.Fatal(err)
 			}
