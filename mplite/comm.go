@@ -62,6 +62,30 @@ const (
 	sharedGrace = 10 * time.Millisecond
 )
 
+// peerBufferBudget bounds the receive and send buffers a rank registers for
+// connections to every other rank, unless WithRecvDepth chose the depth:
+// each connection holds 2·depth slots of an eager message each. With 32
+// slots of 64 KiB a 64 KiB Alltoall over 64 ranks touched 65 MB of them per
+// rank (of 250 MB reserved), and 1 024 ranks would reserve 4 GB each. The
+// budget keeps 32 slots up to 64 ranks, 16 at 128, 8 from 256.
+const peerBufferBudget = 256 << 20
+
+// minScaledDepth is the least depth the budget shrinks a connection to: a
+// few messages in flight per pair, which is what collectives at that scale
+// keep.
+const minScaledDepth = 8
+
+// scaledRecvDepth is the receive depth per connection for a job of size
+// ranks with slots of slot bytes: depth, or less where connections to every
+// other rank would exceed peerBufferBudget, but not below minScaledDepth.
+func scaledRecvDepth(depth, size, slot int) int {
+	if size < 2 {
+		return depth
+	}
+	fit := peerBufferBudget / (2 * slot * (size - 1))
+	return max(min(depth, minScaledDepth), min(depth, fit))
+}
+
 // Comm is a communicator: a group of ranks with its own message space, as
 // seen by one rank. The world (from Init, NewComm or NewLocalWorld) holds
 // every rank of the job; Dup and Split derive others, which share the
@@ -236,6 +260,9 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	var dev nic.Device
 	if len(devs) > 0 {
 		dev = devs[0]
+	}
+	if !cfg.recvDepthSet {
+		cfg.recvDepth = scaledRecvDepth(cfg.recvDepth, size, envLen+cfg.eagerLimit)
 	}
 	c := &Comm{endpoint: &endpoint{cfg: cfg, tables: newAlgoTables(), rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),

@@ -52,7 +52,9 @@
 // # Memory
 //
 // Each connection has a fixed set of receive and send buffers
-// (WithRecvDepth). Unexpected eager messages are copied into temporary
+// (WithRecvDepth; by default fewer per connection in jobs of more than 64
+// ranks, so that a rank's buffers for all its peers stay within 256 MiB,
+// but never fewer than 8). Unexpected eager messages are copied into temporary
 // buffers up to WithUnexpectedLimit bytes; past that they stay in their
 // receive buffers, which are not re-posted, so the sender runs out of
 // credits and waits. Nothing is lost and nothing grows without bound. (A

@@ -178,3 +178,23 @@ func TestLineWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestScaledRecvDepth: small jobs keep the depth; large ones shrink it so
+// that buffers for every peer stay within the budget, down to a floor.
+func TestScaledRecvDepth(t *testing.T) {
+	slot := envLen + DefaultEagerLimit
+	for _, tc := range []struct{ size, want int }{
+		{1, DefaultRecvDepth}, {2, DefaultRecvDepth}, {64, DefaultRecvDepth}, {128, 16}, {256, 8}, {1024, minScaledDepth},
+	} {
+		got := scaledRecvDepth(DefaultRecvDepth, tc.size, slot)
+		if got != tc.want {
+			t.Errorf("size %d: depth %d, want %d", tc.size, got, tc.want)
+		}
+		if tc.size > 1 && got > minScaledDepth && 2*got*slot*(tc.size-1) > peerBufferBudget {
+			t.Errorf("size %d: depth %d exceeds the budget", tc.size, got)
+		}
+	}
+	if got := scaledRecvDepth(4, 1024, slot); got != 4 {
+		t.Errorf("a depth below the floor changed: %d", got)
+	}
+}

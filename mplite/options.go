@@ -51,6 +51,7 @@ type config struct {
 	eagerLimit       int
 	eagerSet         bool // WithEagerLimit chose it: MPLITE_EAGER_LIMIT is ignored
 	recvDepth        int
+	recvDepthSet     bool // WithRecvDepth chose it: it does not shrink with the job
 	unexpectedLimit  int64
 	spin             time.Duration
 	yield            bool
@@ -206,13 +207,16 @@ func WithEagerLimit(n int) Option {
 }
 
 // WithRecvDepth sets the receive buffers posted per connection (the
-// peer's credits) and the send buffers per connection.
+// peer's credits) and the send buffers per connection. Without it a job of
+// more than 64 ranks posts fewer than DefaultRecvDepth, so that the buffers
+// of connections to every other rank stay within peerBufferBudget (at least
+// minScaledDepth per connection).
 func WithRecvDepth(n int) Option {
 	return func(c *config) error {
 		if n < 2 || n > 1024 {
 			return fmt.Errorf("mplite: receive depth %d outside [2, 1024]", n)
 		}
-		c.recvDepth = n
+		c.recvDepth, c.recvDepthSet = n, true
 		return nil
 	}
 }

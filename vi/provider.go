@@ -272,6 +272,24 @@ func (p *Provider) progressAt(now reliability.Time) {
 	p.flush(now)
 }
 
+// drainLocked makes progress until the device has nothing left (at most
+// drainRounds times): a background goroutine that only naps (BackgroundNaps)
+// finds up to PollGrace of frames waiting, and one progress pass takes at
+// most four batches. Leaving the rest let a 128-rank Alltoall of 64 KiB
+// overflow the socket buffers until peers timed out. p.mu is held.
+func (p *Provider) drainLocked() {
+	for range drainRounds {
+		before := p.received.Load()
+		p.progressLocked()
+		if p.received.Load()-before < uint64(4*len(p.rxBufs)) {
+			return
+		}
+	}
+}
+
+// drainRounds bounds drainLocked against a sender that never stops.
+const drainRounds = 64
+
 // pollLocked is progress made by a consumer's Done call; it tells the
 // background goroutine that someone polls.
 func (p *Provider) pollLocked() {
@@ -637,8 +655,10 @@ func (p *Provider) background() {
 				return
 			}
 			p.mu.Lock()
-			if !ok || p.now() >= p.nextDeadline {
-				p.progressLocked() // nobody polls: look at the device too
+			if !ok {
+				p.drainLocked() // nobody polls: empty the device
+			} else if p.now() >= p.nextDeadline {
+				p.progressLocked()
 			}
 			p.mu.Unlock()
 			continue
