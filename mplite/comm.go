@@ -270,6 +270,10 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4},
 		crank: rank, csize: size, pctx: ctxWorld, cctx: ctxWorldColl}
 	c.world = c
+	// With more ranks than CPUs, a call's own goroutine blocks without
+	// handing its P on: each hand-off kept the process's sysmon thread
+	// polling every 20µs (nic.ThreadWaiter).
+	c.leaderCtx.SetHoldThread(cfg.osYield)
 	c.cond.L = &c.mu
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.macs = make([][6]byte, size)

@@ -90,10 +90,6 @@ func (c *Comm) wait(w waitCond) {
 		bound := c.blockBound()
 		c.mu.Unlock()
 		c.leaderCtx.Reset(time.Now().Add(bound))
-		// With more ranks than CPUs, the call's own goroutine blocks
-		// without handing its P on: each hand-off kept the process's
-		// sysmon thread polling every 20µs (nic.ThreadWaiter).
-		c.leaderCtx.SetHoldThread(c.cfg.osYield)
 		comp, err := c.fab.wait(&c.leaderCtx)
 		c.mu.Lock()
 		c.leader = false

@@ -78,7 +78,8 @@ type Provider struct {
 	stats        Stats
 	dgram        [256 - MinDatagramKind]*DatagramPort // open datagram ports by kind (datagram.go)
 
-	pollMu     sync.Mutex // the poll token: its holder may block in dev.Wait
+	pollMu     sync.Mutex       // the poll token: its holder may block in dev.Wait
+	threadDev  nic.ThreadWaiter // dev, if it can wait holding its thread; else nil
 	spinners   atomic.Int32
 	lastActive atomic.Int64 // when a caller last stopped polling
 	blockers   atomic.Int32 // callers in Block, or blocked in wait
@@ -169,6 +170,7 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 	for i := range p.mgmt {
 		p.mgmt[i] = make([]byte, reliability.HeaderLen)
 	}
+	p.threadDev, _ = dev.(nic.ThreadWaiter)
 	go p.background()
 	return p, nil
 }
@@ -241,11 +243,19 @@ func (p *Provider) wallClock(t reliability.Time) time.Time { return p.epoch.Add(
 func (p *Provider) progressLocked() { p.progressAt(p.now()) }
 
 // progressAt is progressLocked at time now.
-func (p *Provider) progressAt(now reliability.Time) {
+func (p *Provider) progressAt(now reliability.Time) { p.progressRounds(now, progressBatches) }
+
+// progressBatches is how many batches one progress pass takes in before it
+// runs the timers: a poller comes back soon for the rest.
+const progressBatches = 4
+
+// progressRounds is progress at now taking in up to rounds batches,
+// acknowledging between them.
+func (p *Provider) progressRounds(now reliability.Time, rounds int) {
 	if p.closed || p.devErr != nil {
 		return
 	}
-	for round := 0; round < 4; round++ {
+	for round := 0; round < rounds; round++ {
 		n, err := p.dev.Recv(p.rxBufs, p.rxLens)
 		if err != nil {
 			if errors.Is(err, nic.ErrClosed) {
@@ -272,23 +282,15 @@ func (p *Provider) progressAt(now reliability.Time) {
 	p.flush(now)
 }
 
-// drainLocked makes progress until the device has nothing left (at most
-// drainRounds times): a background goroutine that only naps (BackgroundNaps)
-// finds up to PollGrace of frames waiting, and one progress pass takes at
-// most four batches. Leaving the rest let a 128-rank Alltoall of 64 KiB
-// overflow the socket buffers until peers timed out. p.mu is held.
-func (p *Provider) drainLocked() {
-	for range drainRounds {
-		before := p.received.Load()
-		p.progressLocked()
-		if p.received.Load()-before < uint64(4*len(p.rxBufs)) {
-			return
-		}
-	}
-}
+// drainLocked is progress that takes in what the device holds, up to
+// drainBatches batches: a background goroutine that only naps
+// (BackgroundNaps) finds up to PollGrace of frames waiting, and leaving all
+// but progressBatches of them let a 128-rank Alltoall of 64 KiB overflow
+// the socket buffers until peers timed out. p.mu is held.
+func (p *Provider) drainLocked() { p.progressRounds(p.now(), drainBatches) }
 
-// drainRounds bounds drainLocked against a sender that never stops.
-const drainRounds = 64
+// drainBatches bounds drainLocked against a sender that never stops.
+const drainBatches = 256
 
 // pollLocked is progress made by a consumer's Done call; it tells the
 // background goroutine that someone polls.
@@ -543,11 +545,11 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 		}
 		if p.pollMu.TryLock() {
 			var err error
-			if tw, ok := p.dev.(nic.ThreadWaiter); ok && ctxdl.HoldsThread(ctx) {
+			if p.threadDev != nil && ctxdl.HoldsThread(ctx) {
 				// Nothing else runs on this P until the wait ends: let
 				// what is runnable (a connecting goroutine, say) go first.
 				runtime.Gosched()
-				err = tw.WaitThread(p.wallClock(dl)) // see ctxdl.SetHoldThread
+				err = p.threadDev.WaitThread(p.wallClock(dl)) // see ctxdl.SetHoldThread
 			} else {
 				err = p.dev.Wait(p.wallClock(dl))
 			}
