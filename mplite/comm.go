@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/internal/ctxdl"
+	"github.com/ethervia/ethervia/mplite/pmi"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/vi"
@@ -122,7 +123,9 @@ type endpoint struct {
 	dev    nic.Device   // rail 0's: multicast joins there
 	devs   []nic.Device // one per rail
 	ownDev bool
-	fab    fabric // nil in a world of one (fabric.go)
+	// launcher is the PMI session Init opened, finalized with the world.
+	launcher *pmi.Client
+	fab      fabric // nil in a world of one (fabric.go)
 	macs   [][6]byte
 	chunk  int // bytes per RDMA write descriptor
 	qdepth int

@@ -80,6 +80,9 @@ func (c *Comm) Finalize() error {
 		}
 	}
 	c.teardown()
+	// The launcher hears of the end only once the peers have (Hydra and
+	// Slurm count a rank that exits without it as failed).
+	errs = append(errs, closeLauncher(c.launcher, len(errs) == 0))
 	return errors.Join(errs...)
 }
 
@@ -93,7 +96,19 @@ func (c *Comm) Close() error {
 		return errors.New("mplite: Close is for the world communicator (Free the others)")
 	}
 	c.teardown()
-	return nil
+	return closeLauncher(c.launcher, false)
+}
+
+// Abort ends the job: the launcher, if it speaks PMI, is asked to stop
+// every rank (with code as the exit code and text for its log), and this
+// rank's communicator is closed as by Close. The caller then exits.
+func (c *Comm) Abort(code int, text string) error {
+	var err error
+	if c.world.launcher != nil {
+		err = c.world.launcher.Abort(code, text)
+	}
+	c.world.teardown()
+	return err
 }
 
 // drainCond waits, until a deadline, for one stage of Finalize.

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/ethervia/ethervia/mplite/bootstrap"
+	"github.com/ethervia/ethervia/mplite/pmi"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/afpacket"
 	"github.com/ethervia/ethervia/nic/afxdp"
@@ -55,11 +56,20 @@ type envConfig struct {
 	hostfile   string
 }
 
-func readEnv(getenv func(string) string, cfg *config) (envConfig, bool, error) {
+// readEnv reads the launcher's variables; l is the launcher's PMI session,
+// if it offers one, which then gives the rank and size.
+func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pmi.Client, ni netInfo) (envConfig, bool, error) {
 	var e envConfig
-	rank, size, found, err := rankFromEnv(getenv)
-	if err != nil || !found {
-		return e, found, err
+	var rank, size int
+	found := l != nil
+	if found {
+		rank, size = l.Rank(), l.Size()
+	} else {
+		var err error
+		rank, size, found, err = rankFromEnv(getenv)
+		if err != nil || !found {
+			return e, found, err
+		}
 	}
 	e.rank, e.size = rank, size
 	if s := getenv("MPLITE_IFACES"); s != "" {
@@ -70,7 +80,11 @@ func readEnv(getenv func(string) string, cfg *config) (envConfig, bool, error) {
 		}
 	}
 	if size > 1 && len(e.ifaces) == 0 {
-		return e, true, fmt.Errorf("%w: MPLITE_IFACES is not set (one interface per rail)", ErrEnvironment)
+		name, _, err := chooseIface(ctx, getenv, l, ni)
+		if err != nil {
+			return e, true, err
+		}
+		e.ifaces = []string{name}
 	}
 	switch s := getenv("MPLITE_JOB"); {
 	case cfg.jobKeySet:
@@ -81,8 +95,10 @@ func readEnv(getenv func(string) string, cfg *config) (envConfig, bool, error) {
 			return e, true, fmt.Errorf("%w: MPLITE_JOB=%q is not a 32-bit job key", ErrEnvironment, s)
 		}
 		e.job = uint32(k)
+	case jobIdentity(getenv, l) != "":
+		e.job = jobKeyOf(jobIdentity(getenv, l))
 	case size > 1:
-		return e, true, fmt.Errorf("%w: MPLITE_JOB (the job key) is not set", ErrEnvironment)
+		return e, true, fmt.Errorf("%w: MPLITE_JOB (the job key) is not set, and no launcher names the job", ErrEnvironment)
 	}
 	e.driver = cfg.driver
 	if e.driver == "" {
@@ -103,19 +119,45 @@ func readEnv(getenv func(string) string, cfg *config) (envConfig, bool, error) {
 // The rank and size come from MPLITE_RANK and MPLITE_SIZE, else PMI_RANK and
 // PMI_SIZE (MPICH's Hydra), OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE
 // (Open MPI), or SLURM_PROCID and SLURM_NTASKS (Slurm); with none of them
-// the process is a world of one. MPLITE_IFACES lists the interfaces, one
-// per rail; with more than one the connections are bonded over them (see
-// Rails in the package documentation). MPLITE_JOB is the job key,
-// MPLITE_DRIVER picks afpacket (the default) or afxdp. The devices are
-// opened in the process's network namespace. Every rank's address is then read
-// from MPLITE_HOSTFILE if set, or discovered by raw-Ethernet announcements
-// under the job key (bounded by WithDiscoveryTimeout).
+// the process is a world of one. When the launcher offers PMI (PMI_FD or
+// PMI_PORT: Hydra's mpiexec, srun --mpi=pmi2 or pmi1, mprun) and MPLITE_RANK
+// is not set, the rank, size and job come from the PMI session instead (see
+// package pmi).
+//
+// MPLITE_IFACES lists the interfaces, one per rail; with more than one the
+// connections are bonded over them (see Rails in the package
+// documentation). Without it one interface is chosen: the one the
+// launcher reached us on, else the one of the default route, else the only
+// Ethernet interface that is up. MPLITE_JOB is the job key; without it the
+// key is derived from the launcher's job identity (the PMI job id, Slurm's
+// job and step, Open MPI's job id). MPLITE_DRIVER picks afpacket (the
+// default) or afxdp. The devices are opened in the process's network
+// namespace. Every rank's address is then read from MPLITE_HOSTFILE if set,
+// exchanged through the launcher's PMI key-value store if there is one, or
+// discovered by raw-Ethernet announcements under the job key (bounded by
+// WithDiscoveryTimeout).
 func Init(opts ...Option) (*Comm, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	e, found, err := readEnv(os.Getenv, &cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.discoveryTimeout)
+	defer cancel()
+	l, err := openLauncher(ctx, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("mplite: init: %w", err)
+	}
+	c, err := initWith(ctx, l, cfg)
+	if err != nil {
+		closeLauncher(l, false)
+		return nil, err
+	}
+	c.launcher = l
+	return c, nil
+}
+
+func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
+	e, found, err := readEnv(ctx, os.Getenv, &cfg, l, hostNetInfo())
 	if err != nil {
 		return nil, fmt.Errorf("mplite: init: %w", err)
 	}
@@ -145,7 +187,7 @@ func Init(opts ...Option) (*Comm, error) {
 		}
 		devs = append(devs, dev)
 	}
-	macs, err := findPeers(devs, e, &cfg)
+	macs, err := findPeers(ctx, devs, e, &cfg, l)
 	if err != nil {
 		closeDevs()
 		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
@@ -158,9 +200,10 @@ func Init(opts ...Option) (*Comm, error) {
 	return c, nil
 }
 
-// findPeers reads the hostfile, or runs the bootstrap discovery on every
-// rail at once. It returns every rank's address on every rail.
-func findPeers(devs []nic.Device, e envConfig, cfg *config) ([][]net.HardwareAddr, error) {
+// findPeers reads the hostfile, asks the launcher's key-value store, or
+// runs the bootstrap discovery on every rail at once. It returns every
+// rank's address on every rail.
+func findPeers(ctx context.Context, devs []nic.Device, e envConfig, cfg *config, l *pmi.Client) ([][]net.HardwareAddr, error) {
 	if e.hostfile != "" {
 		f, err := os.Open(e.hostfile)
 		if err != nil {
@@ -173,8 +216,9 @@ func findPeers(devs []nic.Device, e envConfig, cfg *config) ([][]net.HardwareAdd
 		}
 		return tab, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.discoveryTimeout)
-	defer cancel()
+	if l != nil {
+		return kvsPeers(ctx, l, e.rank, e.size, devs)
+	}
 	byRail := make([][]net.HardwareAddr, len(devs))
 	errs := make([]error, len(devs))
 	var wg sync.WaitGroup

@@ -1,6 +1,7 @@
 package mplite
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -34,6 +35,10 @@ func TestReadEnv(t *testing.T) {
 		{name: "rank out of range", env: map[string]string{"MPLITE_RANK": "4", "MPLITE_SIZE": "4"}, found: true, err: true},
 		{name: "no ifaces", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_JOB": "1"}, found: true, err: true},
 		{name: "no job", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e"}, found: true, err: true},
+		{name: "slurm job key", env: map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "MPLITE_IFACES": "e",
+			"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}, found: true, rank: 1, size: 2, ifaces: 1, job: jobKeyOf("slurm:77.0"), driver: "afpacket"},
+		{name: "open mpi job key", env: map[string]string{"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "MPLITE_IFACES": "e",
+			"OMPI_MCA_ess_base_jobid": "1301676033"}, found: true, size: 2, ifaces: 1, job: jobKeyOf("ompi:1301676033"), driver: "afpacket"},
 		{name: "bad job", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
 			"MPLITE_JOB": "4294967296"}, found: true, err: true},
 		{name: "bad driver", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
@@ -41,7 +46,7 @@ func TestReadEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := defaultConfig()
-			e, found, err := readEnv(envOf(tc.env), &cfg)
+			e, found, err := readEnv(context.Background(), envOf(tc.env), &cfg, nil, noNet())
 			if found != tc.found || (err != nil) != tc.err {
 				t.Fatalf("found %v err %v", found, err)
 			}

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ethervia/ethervia/testbed"
 )
 
 // buildShared builds a c-shared library of package pkg as dir/soname.
@@ -262,30 +260,21 @@ func TestLibmpich(t *testing.T) {
 			}
 		})
 	}
-	// The same binary under MPICH's own launcher (Hydra), one rank per
-	// testbed host: our library takes its rank from PMI_RANK and PMI_SIZE.
+	// The same binary under MPICH's own launcher (Hydra) as on a cluster:
+	// mpiexec on the first testbed host starts a proxy on every host through
+	// an ssh-like launcher, one rank per host. Nothing is set but the
+	// loader's path: our library takes rank, job key, interface and the
+	// peers' addresses from PMI, with no broadcast on the wire.
 	t.Run("coll/np=4/hydra", func(t *testing.T) {
 		const n = 4
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		tb, err := testbed.NewContext(ctx, testbed.Config{Hosts: n, Rails: 1, Topology: testbed.Switch, Name: "hylib"})
-		cancel()
-		if err != nil {
-			t.Fatal(err)
+		tb := switchTestbed(t, n, "hylib")
+		bc := countBroadcasts(t, tb)
+		args := []string{"netns", "exec", tb.Host(0).Name, "mpiexec.hydra", "-launcher", "ssh", "-launcher-exec", sshLike(t, tb),
+			"-hosts", hostList(tb), "-genv", "LD_LIBRARY_PATH", dir, "-n", strconv.Itoa(n), filepath.Join(dir, "coll")}
+		out, errOut, err := runEnv(t, 3*time.Minute, nil, "ip", args...)
+		if got := bc.Stop(); got != 0 {
+			t.Errorf("%d broadcasts on the wire, want none", got)
 		}
-		t.Cleanup(func() {
-			if err := tb.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-		job := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffff|1, 10)
-		args := []string{"-genv", "LD_LIBRARY_PATH", dir, "-genv", "MPLITE_IFACES", tb.Host(0).Ifaces[0], "-genv", "MPLITE_JOB", job}
-		for i := range n {
-			if i > 0 {
-				args = append(args, ":")
-			}
-			args = append(args, "-n", "1", "ip", "netns", "exec", tb.Host(i).Name, filepath.Join(dir, "coll"))
-		}
-		out, errOut, err := runEnv(t, 3*time.Minute, nil, "mpiexec.hydra", args...)
 		if err != nil {
 			t.Fatalf("mpiexec.hydra failed: %v\n%s%s", err, out, errOut)
 		}

@@ -471,3 +471,7 @@ func (c *Client) Close() error {
 	c.done = true
 	return c.conn.Close()
 }
+
+// LocalAddr is this end's address of the connection to the launcher: an
+// IP address for PMI_PORT, a Unix socket's for PMI_FD.
+func (c *Client) LocalAddr() net.Addr { return c.conn.LocalAddr() }

@@ -136,6 +136,9 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("afpacket %s: socket filter: %w", cfg.Iface, err)
 	}
 	conn, err := packet.Listen(ifi, packet.Raw, int(filter.EtherType), &packet.Config{Filter: prog})
+	if errors.Is(err, unix.EPERM) {
+		return nil, fmt.Errorf("afpacket %s: listen: %w: an AF_PACKET socket needs CAP_NET_RAW (run as root, or grant the capability: docs/cluster.md)", cfg.Iface, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: listen: %w", cfg.Iface, err)
 	}

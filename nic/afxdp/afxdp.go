@@ -194,7 +194,13 @@ var _ nic.Device = (*Device)(nil)
 // goroutine.
 func Open(cfg Config) (*Device, error) {
 	d, err := open(cfg)
-	if err != nil {
+	switch {
+	case errors.Is(err, unix.EPERM):
+		return nil, fmt.Errorf("afxdp %s: %w: AF_XDP needs CAP_NET_RAW for the socket, CAP_BPF and CAP_NET_ADMIN for the XDP program, "+
+			"and CAP_IPC_LOCK or a large RLIMIT_MEMLOCK for the UMEM (docs/cluster.md)", cfg.Iface, err)
+	case errors.Is(err, unix.ENOMEM):
+		return nil, fmt.Errorf("afxdp %s: %w: the UMEM is locked memory; raise RLIMIT_MEMLOCK (ulimit -l) or grant CAP_IPC_LOCK (docs/cluster.md)", cfg.Iface, err)
+	case err != nil:
 		return nil, fmt.Errorf("afxdp %s: %w", cfg.Iface, err)
 	}
 	return d, nil
