@@ -356,3 +356,47 @@ func TestRankWithCapabilities(t *testing.T) {
 		}
 	})
 }
+
+// TestMprunHostfile runs mprun as on a cluster's first node: -hostfile
+// lists the testbed's hosts by address, and an ssh-like launcher starts a
+// rank on each. mprun serves PMI over TCP; the ranks get only PMI_PORT and
+// PMI_ID, pass the suite, and put no broadcast on the wire. A failing
+// rank fails the job; its exit code also shows -genv and -x reaching the
+// remote ranks.
+func TestMprunHostfile(t *testing.T) {
+	needRoot(t)
+	const n = 3
+	tb := switchTestbed(t, n, "mphf")
+	bc := countBroadcasts(t, tb)
+	hostfile := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hostfile, []byte(strings.ReplaceAll(hostList(tb), ",", "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, 2*time.Minute, "ip", "netns", "exec", tb.Host(0).Name, built.path(t, "mprun"), "-n", strconv.Itoa(n),
+		"-hostfile", hostfile, "-launcher", sshLike(t, tb), "--",
+		built.path(t, "mpitest"), "-max", "1048576")
+	if err != nil {
+		t.Fatalf("mprun failed: %v\n%s", err, out)
+	}
+	wantOK(t, out, n, n, `\[%d\] mpitest: rank %[1]d of %d: ok`)
+	if got := bc.Stop(); got != 0 {
+		t.Errorf("%d broadcasts on the wire, want none", got)
+	}
+	// Ranks that never speak PMI are ranks too.
+	if out, err := run(t, time.Minute, "ip", "netns", "exec", tb.Host(0).Name, built.path(t, "mprun"), "-n", "2",
+		"-hostfile", hostfile, "-launcher", sshLike(t, tb), "--", "/bin/sh", "-c", "echo at $PMI_ID"); err != nil ||
+		!strings.Contains(out, "[1] at 1") {
+		t.Errorf("a job of shells: %v\n%s", err, out)
+	}
+	// A rank that fails its program fails the job, named by mprun.
+	t.Setenv("MPRUN_XADD", "2")
+	out, err = run(t, time.Minute, "ip", "netns", "exec", tb.Host(0).Name, built.path(t, "mprun"), "-n", "2",
+		"-hostfile", hostfile, "-launcher", sshLike(t, tb), "-grace", "2s", "-genv", "MPRUN_BASE", "1", "-x", "MPRUN_XADD", "--",
+		"/bin/sh", "-c", `[ "$PMI_ID" = 1 ] && exit $((MPRUN_BASE + MPRUN_XADD)); sleep 1`)
+	if err == nil || !strings.Contains(out, "rank 1: exit status 3") {
+		t.Errorf("a failing rank: err %v\n%s", err, out)
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+}

@@ -74,6 +74,11 @@ type options struct {
 	discover      bool
 	sweep         bool
 	prog          []string
+	// The mpirun side (remote.go): ranks on the hosts of a hostfile.
+	hostfile string
+	launcher string
+	ppn      int
+	env      []string // -genv NAME VALUE and -x NAME[=VALUE], as NAME=VALUE
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -81,6 +86,28 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("mprun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.np, "np", 2, "number of ranks (hosts)")
+	fs.IntVar(&o.np, "n", 2, "the same as -np")
+	fs.StringVar(&o.hostfile, "hostfile", "", "run the ranks on the hosts this file lists (HOST[:SLOTS] or HOST slots=N per line) through -launcher, serving them PMI, instead of on a namespace testbed")
+	fs.StringVar(&o.launcher, "launcher", "ssh", "with -hostfile: the command that runs a command on a host, called as LAUNCHER HOST COMMAND (ssh, or a script that acts like it)")
+	fs.IntVar(&o.ppn, "ppn", 0, "ranks per host (default: a hostfile's slots, one on the testbed)")
+	fs.Func("genv", "NAME VALUE (or NAME=VALUE): set NAME in every rank's environment; repeatable", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want NAME VALUE or NAME=VALUE, got %q", v)
+		}
+		o.env = append(o.env, v)
+		return nil
+	})
+	fs.Func("x", "NAME or NAME=VALUE: pass NAME (as mprun sees it, or with VALUE) to every rank, as Open MPI's mpirun -x; repeatable", func(v string) error {
+		k, _, ok := strings.Cut(v, "=")
+		if k == "" {
+			return fmt.Errorf("want NAME or NAME=VALUE, got %q", v)
+		}
+		if !ok {
+			v = k + "=" + os.Getenv(k)
+		}
+		o.env = append(o.env, v)
+		return nil
+	})
 	fs.IntVar(&o.nics, "nics", 1, "rails (NICs) per host; more than one bonds them")
 	fs.IntVar(&o.mtu, "mtu", 1500, "MTU of every link")
 	fs.StringVar(&o.rate, "rate", "", "per-port rate limit, tc style (e.g. 1gbit); a comma list gives each NIC its own")
@@ -97,11 +124,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.discover, "discover", false, "do not give ranks MPLITE_HOSTFILE (every rank's MACs): they find each other by raw-Ethernet broadcast")
 	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] [-discover] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] [-discover] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "       mprun -n N -hostfile FILE [-launcher CMD] [-ppn P] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -sweep")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(joinGenv(args)); err != nil {
 		return o, err
 	}
 	o.prog = fs.Args()
@@ -124,6 +152,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("mprun: -corrupt %v outside [0, 1]", o.corrupt)
 	case !(o.dup >= 0 && o.dup <= 1):
 		return o, fmt.Errorf("mprun: -dup %v outside [0, 1]", o.dup)
+	}
+	if o.ppn < 0 {
+		return o, fmt.Errorf("mprun: -ppn %d", o.ppn)
+	}
+	if o.hostfile != "" {
+		return o, o.checkRemote()
+	}
+	if o.ppn > 1 {
+		return o, fmt.Errorf("mprun: -ppn %d: ranks cannot share a host's NICs yet, so the testbed runs one rank per host", o.ppn)
 	}
 	if o.flapHost < 0 {
 		o.flapHost = o.np - 1
@@ -282,6 +319,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if o.hostfile != "" {
+		if err := remoteJob(ctx, o, stdout, stderr); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		return 0
+	}
 	prog, err := exec.LookPath(o.prog[0])
 	if err != nil {
 		fmt.Fprintf(stderr, "mprun: %v\n", err)
@@ -354,20 +398,45 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 	}
 	defer cleanupEnv()
 
-	ctx, cancel = context.WithTimeout(ctx, o.timeout)
+	stopEvents := portEvents(tb, o, stderr)
+	defer stopEvents()
+	failed := supervise(ctx, o, func(r int) (*exec.Cmd, func(*exec.Cmd) error) {
+		cmd := exec.Command(prog, o.prog[1:]...)
+		cmd.Env = append(append(os.Environ(), env(r)...), o.env...)
+		return cmd, tb.Host(r).Start
+	}, stdout, stderr)
+	if o.faulty() {
+		reportFaults(tb, o, stderr)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("mprun: %d rank(s) failed: %s", len(failed), strings.Join(failed, "; "))
+	}
+	return nil
+}
+
+// supervise starts every rank (mk makes rank r's command and the function
+// that starts it), prefixes their output, and waits for them: once one rank
+// has failed the others get -grace, and at -timeout or a signal all are
+// killed. It returns what failed.
+func supervise(ctx context.Context, o options, mk func(r int) (*exec.Cmd, func(*exec.Cmd) error), stdout, stderr io.Writer) (failed []string) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	out := &prefixer{}
 	cmds := make([]*exec.Cmd, o.np)
 	outputs := make([]*sync.WaitGroup, o.np)
 	for r := 0; r < o.np; r++ {
-		cmd := exec.Command(prog, o.prog[1:]...)
-		cmd.Env = append(os.Environ(), env(r)...)
+		cmd, start := mk(r)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 		so, _ := cmd.StdoutPipe()
 		se, _ := cmd.StderrPipe()
-		if err := tb.Host(r).Start(cmd); err != nil {
+		if err := start(cmd); err != nil {
 			killAll(cmds)
-			return fmt.Errorf("mprun: rank %d: %w", r, err)
+			for _, c := range cmds {
+				if c != nil {
+					c.Wait()
+				}
+			}
+			return []string{fmt.Sprintf("rank %d: start: %v", r, err)}
 		}
 		cmds[r] = cmd
 		wg := &sync.WaitGroup{}
@@ -381,8 +450,6 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 		rank int
 		err  error
 	}
-	stopEvents := portEvents(tb, o, stderr)
-	defer stopEvents()
 	exits := make(chan exit, o.np)
 	for r, cmd := range cmds {
 		go func() {
@@ -391,7 +458,6 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			exits <- exit{r, cmd.Wait()}
 		}()
 	}
-	var failed []string
 	var graceC <-chan time.Time
 	for left := o.np; left > 0; {
 		select {
@@ -415,13 +481,26 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 			failed = append(failed, "job: "+cause.Error())
 		}
 	}
-	if o.faulty() {
-		reportFaults(tb, o, stderr)
+	return failed
+}
+
+// joinGenv turns Hydra's two-word "-genv NAME VALUE" into one flag value,
+// "-genv=NAME=VALUE", which the flag package can take; it stops at "--".
+func joinGenv(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if (a == "-genv" || a == "--genv") && i+2 < len(args) && !strings.Contains(args[i+1], "=") {
+			out = append(out, "-genv="+args[i+1]+"="+args[i+2])
+			i += 2
+			continue
+		}
+		out = append(out, a)
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("mprun: %d rank(s) failed: %s", len(failed), strings.Join(failed, "; "))
-	}
-	return nil
+	return out
 }
 
 // sweep removes the namespaces that testbeds of dead processes left (-sweep)

@@ -42,8 +42,8 @@ func namespaces(t *testing.T) []string {
 func TestRanksGetEnvironmentAndPrefixes(t *testing.T) {
 	needRoot(t)
 	before := namespaces(t)
-	out, errOut, code := mprun(t, "-np", "3", "-nics", "2", "--", "/bin/sh", "-c",
-		`echo "r=$MPLITE_RANK s=$MPLITE_SIZE i=$MPLITE_IFACES j=$MPLITE_JOB"; echo err >&2; ip -o link show eth1`)
+	out, errOut, code := mprun(t, "-np", "3", "-nics", "2", "-genv", "MPRUN_G", "seven", "--", "/bin/sh", "-c",
+		`echo "g=$MPRUN_G"; echo "r=$MPLITE_RANK s=$MPLITE_SIZE i=$MPLITE_IFACES j=$MPLITE_JOB"; echo err >&2; ip -o link show eth1`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -64,6 +64,9 @@ func TestRanksGetEnvironmentAndPrefixes(t *testing.T) {
 			t.Fatalf("ranks got different job keys %s and %s", job, j)
 		}
 		job = j
+		if !strings.Contains(out, p+"g=seven") {
+			t.Fatalf("rank %d did not get -genv's variable: %s", r, out)
+		}
 		if !strings.Contains(errOut, p+"err") {
 			t.Fatalf("rank %d stderr not prefixed: %s", r, errOut)
 		}
