@@ -126,11 +126,11 @@ type endpoint struct {
 	// launcher is the PMI session Init opened, finalized with the world.
 	launcher *pmi.Client
 	fab      fabric // nil in a world of one (fabric.go)
-	macs   [][6]byte
-	chunk  int // bytes per RDMA write descriptor
-	qdepth int
-	slot   int // bytes per eager buffer: envelope and payload
-	epoch  time.Time
+	macs     [][6]byte
+	chunk    int // bytes per RDMA write descriptor
+	qdepth   int
+	slot     int // bytes per eager buffer: envelope and payload
+	epoch    time.Time
 
 	mu      sync.Mutex
 	cond    sync.Cond // on mu: a request completed or something changed
