@@ -54,6 +54,11 @@ type envConfig struct {
 	job        uint32
 	driver     string
 	hostfile   string
+	// AF_XDP on NICs with several receive queues: the queue to bind
+	// (MPLITE_XDP_QUEUE) and whether to ask for a flow rule that steers
+	// our EtherType there (MPLITE_XDP_FLOWRULE=1).
+	xdpQueue    int
+	xdpFlowRule bool
 }
 
 // readEnv reads the launcher's variables; l is the launcher's PMI session,
@@ -111,6 +116,20 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 		return e, true, fmt.Errorf("%w: MPLITE_DRIVER=%q (afpacket or afxdp)", ErrEnvironment, e.driver)
 	}
 	e.hostfile = getenv("MPLITE_HOSTFILE")
+	if s := getenv("MPLITE_XDP_QUEUE"); s != "" {
+		q, err := strconv.Atoi(s)
+		if err != nil || q < 0 {
+			return e, true, fmt.Errorf("%w: MPLITE_XDP_QUEUE=%q is not a queue number", ErrEnvironment, s)
+		}
+		e.xdpQueue = q
+	}
+	switch s := getenv("MPLITE_XDP_FLOWRULE"); s {
+	case "", "0":
+	case "1":
+		e.xdpFlowRule = true
+	default:
+		return e, true, fmt.Errorf("%w: MPLITE_XDP_FLOWRULE=%q (0 or 1)", ErrEnvironment, s)
+	}
 	return e, true, nil
 }
 
@@ -131,7 +150,9 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 // Ethernet interface that is up. MPLITE_JOB is the job key; without it the
 // key is derived from the launcher's job identity (the PMI job id, Slurm's
 // job and step, Open MPI's job id). MPLITE_DRIVER picks afpacket (the
-// default) or afxdp. The devices are opened in the process's network
+// default) or afxdp; for afxdp, MPLITE_XDP_QUEUE is the receive queue to
+// bind (default 0) and MPLITE_XDP_FLOWRULE=1 asks the NIC for a rule that
+// steers our EtherType to it (afxdp.Config.FlowRule). The devices are opened in the process's network
 // namespace. Every rank's address is then read from MPLITE_HOSTFILE if set,
 // exchanged through the launcher's PMI key-value store if there is one, or
 // discovered by raw-Ethernet announcements under the job key (bounded by
@@ -177,7 +198,7 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		var dev nic.Device
 		switch e.driver {
 		case "afxdp":
-			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface})
+			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
 		default:
 			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface})
 		}

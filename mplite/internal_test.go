@@ -41,6 +41,10 @@ func TestReadEnv(t *testing.T) {
 			"OMPI_MCA_ess_base_jobid": "1301676033"}, found: true, size: 2, ifaces: 1, job: jobKeyOf("ompi:1301676033"), driver: "afpacket"},
 		{name: "bad job", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
 			"MPLITE_JOB": "4294967296"}, found: true, err: true},
+		{name: "bad xdp queue", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "1", "MPLITE_XDP_QUEUE": "-1"}, found: true, err: true},
+		{name: "bad flow rule", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "1", "MPLITE_XDP_FLOWRULE": "yes"}, found: true, err: true},
 		{name: "bad driver", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
 			"MPLITE_JOB": "1", "MPLITE_DRIVER": "dpdk"}, found: true, err: true},
 	} {

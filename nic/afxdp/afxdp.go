@@ -117,6 +117,12 @@ type Config struct {
 	// most (nic.Multicaster); zero means nic.DefaultMaxMulticast and a
 	// negative value none.
 	MaxMulticast int
+	// FlowRule makes Open ask the driver for an ntuple rule that steers
+	// every frame of the EtherType to Queue (AddFlowRule), removed again by
+	// Close. A driver without such rules (ErrNoFlowRules) is not an error:
+	// FlowRuleErr reports it, and frames hashed to other queues are counted
+	// as the steering program's Unclaimed.
+	FlowRule bool
 }
 
 // Device is an AF_XDP socket on one queue of one interface. It implements
@@ -183,7 +189,15 @@ type Device struct {
 	steerForeign uint64
 
 	mc mcState // multicast.go
+
+	flowRule *FlowRule // Config.FlowRule's, deleted by Close
+	flowErr  error
 }
+
+// FlowRuleErr says why Config.FlowRule installed no rule (ErrNoFlowRules
+// for drivers without them); nil when a rule is in place or none was asked
+// for.
+func (d *Device) FlowRuleErr() error { return d.flowErr }
 
 var _ nic.Device = (*Device)(nil)
 
@@ -345,6 +359,10 @@ func (d *Device) setup(cfg Config, ifindex int) error {
 		}
 		d.steer, d.ownSteer = s, true
 		if err := s.Attach(ifindex, cfg.XDPMode); err != nil {
+			if errors.Is(err, unix.EBUSY) || errors.Is(err, unix.EEXIST) {
+				return fmt.Errorf("attach XDP: another XDP program is already attached to %s (another job's, or one loaded "+
+					"with ip or xdp-loader; see ip link show dev %[1]s): %w", cfg.Iface, err)
+			}
 			if ifi, ierr := net.InterfaceByIndex(ifindex); ierr == nil && errors.Is(err, unix.ERANGE) {
 				// The kernel's own word for it is "numerical result out
 				// of range", which names neither the MTU nor the limit.
@@ -358,6 +376,12 @@ func (d *Device) setup(cfg Config, ifindex int) error {
 			d.steer = nil // not ours to unregister
 		}
 		return fmt.Errorf("register queue %d: %w", cfg.Queue, err)
+	}
+	if cfg.FlowRule {
+		d.flowRule, d.flowErr = AddFlowRule(cfg.Iface, d.filter.EtherType, cfg.Queue)
+		if d.flowErr != nil && !errors.Is(d.flowErr, ErrNoFlowRules) {
+			return d.flowErr
+		}
 	}
 
 	d.wakeFds = [1]unix.PollFd{{Fd: int32(d.fd), Events: unix.POLLIN}}
@@ -795,6 +819,10 @@ func (d *Device) Close() error {
 // teardown releases whatever exists, in reverse order of setup.
 func (d *Device) teardown() error {
 	errs := []error{d.mc.close()}
+	if d.flowRule != nil {
+		errs = append(errs, d.flowRule.Delete())
+		d.flowRule = nil
+	}
 	if d.steer != nil {
 		if d.ownSteer {
 			errs = append(errs, d.steer.Close())

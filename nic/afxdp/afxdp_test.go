@@ -925,3 +925,45 @@ func TestJumboMTURefusedClearly(t *testing.T) {
 		t.Fatalf("error %q does not name the MTU limit", err)
 	}
 }
+
+// veth has no ntuple rules: a FlowRule request leaves the device working
+// and says why no rule is in place.
+func TestFlowRuleOnVeth(t *testing.T) {
+	v := newVethNet(t, 0)
+	err := inNS(v.a.ns, func() error {
+		_, err := AddFlowRule(v.a.link, nic.DefaultEtherType, 0)
+		return err
+	})
+	if !errors.Is(err, ErrNoFlowRules) {
+		t.Fatalf("AddFlowRule on veth: %v, want ErrNoFlowRules", err)
+	}
+	d := v.a.open(t, Config{Config: nic.Config{JobKey: testJob}, FlowRule: true})
+	if !errors.Is(d.FlowRuleErr(), ErrNoFlowRules) {
+		t.Fatalf("FlowRuleErr %v, want ErrNoFlowRules", d.FlowRuleErr())
+	}
+	b := v.b.open(t, Config{Config: nic.Config{JobKey: testJob}})
+	sendAll(t, b, [][]byte{testFrame(100, d, b, 1)})
+	if got := collect(t, d, 1, time.Second); len(got) != 1 {
+		t.Fatalf("received %d frames", len(got))
+	}
+}
+
+func TestFlowRuleEncoding(t *testing.T) {
+	b := flowRuleInsert(0x88b5, 3)
+	if binary.NativeEndian.Uint32(b[0:]) != ethtoolSRXCLSRLINS || binary.NativeEndian.Uint32(b[offFsFlowType:]) != etherFlow ||
+		b[offFsHProto] != 0x88 || b[offFsHProto+1] != 0xb5 || b[offFsMProto] != 0xff ||
+		binary.NativeEndian.Uint64(b[offFsRingCookie:]) != 3 || binary.NativeEndian.Uint32(b[offFsLocation:]) != rxClsLocAny {
+		t.Fatalf("%x", b)
+	}
+}
+
+// A second job's device on the same interface finds the first one's XDP
+// program and says so.
+func TestXDPAlreadyAttached(t *testing.T) {
+	v := newVethNetQ(t, 0, 2)
+	v.a.open(t, Config{Config: nic.Config{JobKey: testJob}})
+	_, err := v.a.tryOpen(Config{Config: nic.Config{JobKey: testJob + 1}, Queue: 1})
+	if err == nil || !strings.Contains(err.Error(), "already attached") {
+		t.Fatalf("second program: %v", err)
+	}
+}
