@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ethervia/ethervia/mplite/pmi"
 )
 
 // buildShared builds a c-shared library of package pkg as dir/soname.
@@ -260,6 +262,55 @@ func TestLibmpich(t *testing.T) {
 			}
 		})
 	}
+	// MPI_Abort reaches the launcher: PMI's abort names the rank and the
+	// code, and the launcher (here the test's PMI server) ends the job
+	// while the other rank still waits in MPI_Recv.
+	t.Run("abort/pmi", func(t *testing.T) {
+		src := filepath.Join(dir, "abort.c")
+		if err := os.WriteFile(src, []byte(`#include <mpi.h>
+int main(int argc, char **argv) {
+	int rank, x;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (rank == 1) MPI_Abort(MPI_COMM_WORLD, 7);
+	MPI_Recv(&x, 1, MPI_INT, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+	MPI_Finalize();
+	return 0;
+}
+`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := exec.Command("mpicc.mpich", "-o", filepath.Join(dir, "abort"), src).CombinedOutput(); err != nil {
+			t.Fatalf("mpicc: %v\n%s", err, b)
+		}
+		tb := switchTestbed(t, 2, "abort")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		type abort struct{ rank, code int }
+		aborted := make(chan abort, 2)
+		s, err := pmi.NewServer(pmi.ServerConfig{Size: 2, JobID: "abort-job",
+			OnAbort: func(rank, code int, _ string) { aborted <- abort{rank, code} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranks := launchPMI(t, ctx, tb, s, 2, []string{"PMI_RANK=%d", "PMI_SIZE=2", "LD_LIBRARY_PATH=" + dir}, nil,
+			[]string{filepath.Join(dir, "abort")})
+		select {
+		case a := <-aborted:
+			if a != (abort{1, 7}) {
+				t.Errorf("the launcher heard abort %+v, want rank 1 code 7", a)
+			}
+		case <-ctx.Done():
+			t.Error("the launcher never heard of MPI_Abort")
+		}
+		cancel() // the launcher ends the job
+		for _, r := range ranks {
+			r.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("rank 0:\n%s\nrank 1:\n%s", ranks[0].out.String(), ranks[1].out.String())
+		}
+	})
 	// The same binary under MPICH's own launcher (Hydra) as on a cluster:
 	// mpiexec on the first testbed host starts a proxy on every host through
 	// an ssh-like launcher, one rank per host. Nothing is set but the

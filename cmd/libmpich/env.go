@@ -210,11 +210,13 @@ func PMPI_Abort(comm C.MPI_Comm, code C.int) (mpirc C.int) {
 	lib.mu.Lock()
 	world := lib.world
 	lib.mu.Unlock()
-	if world != nil {
-		world.Close() // the peers see this rank leave at once
-	}
 	if code == 0 {
 		code = 1
+	}
+	if world != nil {
+		// The launcher (if it speaks PMI) ends every rank; the peers see
+		// this one leave at once.
+		world.Abort(int(code), fmt.Sprintf("MPI_Abort with error code %d", int(code)))
 	}
 	os.Exit(int(code))
 	return errSuccess
