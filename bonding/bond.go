@@ -61,12 +61,18 @@ type region struct {
 	inUse  atomic.Int64 // posted bond descriptors that use it
 }
 
+// MaxEndpoint bounds the endpoint (nic.Config.Endpoint) of a bond.
+const MaxEndpoint = 2048
+
 // Open opens one vi.Provider per device with opts and bonds them. The bond
 // does not own the devices: close the bond before them.
 func Open(devs []nic.Device, opts Options) (*Bond, error) {
 	o, err := opts.withDefaults(len(devs))
 	if err != nil {
 		return nil, err
+	}
+	if o.Endpoint >= MaxEndpoint {
+		return nil, fmt.Errorf("bonding: endpoint %d (a bond's rail discriminators hold endpoints below %d)", o.Endpoint, MaxEndpoint)
 	}
 	// Rail RDMA pieces and blocks must fit the rails' descriptors.
 	ro := o.Options

@@ -36,7 +36,9 @@ func (v *VI) ConnectPeer(ctx context.Context, peer Peer) error {
 
 // peerRails makes the rail peer connections of ConnectPeer.
 func (v *VI) peerRails(ctx context.Context, peer Peer) error {
-	addr := func(r int) vi.Address { return vi.Address{MAC: peer.MACs[r], Discriminator: peer.Discriminator} }
+	addr := func(r int) vi.Address {
+		return vi.Address{MAC: peer.MACs[r], Endpoint: peer.Endpoint, Discriminator: peer.Discriminator}
+	}
 	if err := ctx.Err(); err != nil {
 		return err // aborted already: send nothing
 	}
@@ -94,7 +96,7 @@ func (v *VI) request(ctx context.Context, peer Peer) error {
 	if err := ctx.Err(); err != nil {
 		return err // aborted already: send nothing
 	}
-	if err := v.rails[0].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[0], Discriminator: disc}); err != nil {
+	if err := v.rails[0].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[0], Endpoint: peer.Endpoint, Discriminator: disc}); err != nil {
 		return fmt.Errorf("rail 0: %w", err)
 	}
 	if len(v.rails) == 1 {
@@ -105,9 +107,9 @@ func (v *VI) request(ctx context.Context, peer Peer) error {
 	// requests give up, it has (see requestWait).
 	rctx, cancel := context.WithTimeout(ctx, requestWait(v.b.opts))
 	defer cancel()
-	own := mac48(v.b.macs[0])
+	own := mac48(v.b.macs[0]) ^ epBits(v.b.opts.Endpoint)
 	return v.eachRail(rctx, 1, func(ctx context.Context, r int) error {
-		err := v.rails[r].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[r], Discriminator: railDisc(disc, own, r)})
+		err := v.rails[r].v.ConnectRequest(ctx, vi.Address{MAC: peer.MACs[r], Endpoint: peer.Endpoint, Discriminator: railDisc(disc, own, r)})
 		if errors.Is(err, vi.ErrRejected) {
 			// The acceptor rejects a rail only when its Accept fails.
 			return fatal{err}
@@ -141,6 +143,12 @@ func checkDisc(d uint64) error {
 }
 
 // mac48 is a MAC address as a number.
+// epBits places an endpoint (below 2048) in the bits of a rail
+// discriminator that neither the MAC (bits 8 to 55), the rail (0 to 2) nor
+// the reserved bits use, so that endpoints sharing a NIC ask for distinct
+// rail connections.
+func epBits(ep uint16) uint64 { return uint64(ep&0x1f)<<3 | uint64(ep>>5&0x3f)<<56 }
+
 func mac48(m net.HardwareAddr) uint64 {
 	var x uint64
 	for _, c := range m[:min(len(m), 6)] {
@@ -288,13 +296,13 @@ func (v *VI) endConnect(op string, peer Peer, err error) error {
 		}
 		return fmt.Errorf("bonding: %s: %w", op, err)
 	}
-	v.peer = Peer{MACs: make([]net.HardwareAddr, len(peer.MACs)), Discriminator: peer.Discriminator}
+	v.peer = Peer{MACs: make([]net.HardwareAddr, len(peer.MACs)), Endpoint: peer.Endpoint, Discriminator: peer.Discriminator}
 	for r, m := range peer.MACs {
 		v.peer.MACs[r] = append(net.HardwareAddr(nil), m...)
 	}
 	v.stopCtx, v.stopCancel = context.WithCancel(context.Background())
 	for r, rl := range v.rails {
-		rl.addr = vi.Address{MAC: v.peer.MACs[r], Discriminator: peer.Discriminator ^ ReconnectBit}
+		rl.addr = vi.Address{MAC: v.peer.MACs[r], Endpoint: peer.Endpoint, Discriminator: peer.Discriminator ^ ReconnectBit}
 		rl.live, rl.failed, rl.connecting = rl.v.State() == vi.Connected, false, false
 	}
 	v.state, v.err = Connected, nil
@@ -415,7 +423,7 @@ func (b *Bond) PollConnect(discriminator uint64) (*ConnRequest, bool) {
 // has them).
 func (r *ConnRequest) Remote() Peer {
 	a := r.q.Remote()
-	return Peer{MACs: []net.HardwareAddr{a.MAC}, Discriminator: a.Discriminator}
+	return Peer{MACs: []net.HardwareAddr{a.MAC}, Endpoint: a.Endpoint, Discriminator: a.Discriminator}
 }
 
 // Accept connects v, which must be Idle, to the requesting bonded VI. It
@@ -460,7 +468,7 @@ func (r *ConnRequest) AcceptPeer(v *VI, peer Peer) error {
 			return fmt.Errorf("bonding: accept: rail %d: bad MAC %v", i, m)
 		}
 	}
-	if got := r.q.Remote().MAC; !bytes.Equal(got, peer.MACs[0]) {
+	if got := r.q.Remote(); !bytes.Equal(got.MAC, peer.MACs[0]) || got.Endpoint != peer.Endpoint {
 		return fmt.Errorf("bonding: accept: %w: request from %v, peer's rail 0 is %v", ErrState, got, peer.MACs[0])
 	}
 	return r.accept(v, peer.MACs)
@@ -479,7 +487,7 @@ func (r *ConnRequest) accept(v *VI, want []net.HardwareAddr) error {
 		return err
 	}
 	a := r.q.Remote()
-	peer := Peer{MACs: make([]net.HardwareAddr, len(v.rails)), Discriminator: a.Discriminator}
+	peer := Peer{MACs: make([]net.HardwareAddr, len(v.rails)), Endpoint: a.Endpoint, Discriminator: a.Discriminator}
 	// A rail left down reconnects to the MAC we were told of; without
 	// one, the rail's request is the only way to learn it.
 	copy(peer.MACs, want)
@@ -507,14 +515,14 @@ func (r *ConnRequest) acceptRails(ctx context.Context, v *VI, peer Peer, want []
 	// for (unless its ctx ended; see requestWait for that case).
 	wctx, cancel := context.WithTimeout(ctx, railWait(v.b.opts))
 	defer cancel()
-	mac0 := mac48(peer.MACs[0])
+	mac0 := mac48(peer.MACs[0]) ^ epBits(peer.Endpoint)
 	return v.eachRail(wctx, 1, func(ctx context.Context, rr int) error {
 		q, err := v.b.rails[rr].ConnectWait(ctx, railDisc(peer.Discriminator, mac0, rr))
 		if err != nil {
 			return err // none in time: the rail stays down
 		}
 		got := q.Remote().MAC
-		if want != nil && !bytes.Equal(got, want[rr]) {
+		if q.Remote().Endpoint != peer.Endpoint || want != nil && !bytes.Equal(got, want[rr]) {
 			// Not the peer we were told of: a misconfigured MAC table.
 			q.Reject()
 			return fatal{fmt.Errorf("%w: request from %v, want %v", ErrState, got, want[rr])}

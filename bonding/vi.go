@@ -70,7 +70,10 @@ var (
 // the rails after rail 0 of a requested connection use a discriminator
 // derived with RailBit.
 type Peer struct {
-	MACs          []net.HardwareAddr
+	MACs []net.HardwareAddr
+	// Endpoint is the peer's endpoint on its NICs, the same on every rail
+	// (nic.Config.Endpoint).
+	Endpoint      uint16
 	Discriminator uint64
 }
 

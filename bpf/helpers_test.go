@@ -43,6 +43,12 @@ func frame(n int, et uint16, version uint8, key uint32) []byte {
 
 func ours(n int) []byte { return frame(n, testEtherType, nic.Version, testJobKey) }
 
+// toEndpoint returns f with its destination endpoint set to ep.
+func toEndpoint(f []byte, ep uint16) []byte {
+	binary.BigEndian.PutUint16(f[nic.OffDstEP:], ep)
+	return f
+}
+
 // tagged inserts an 802.1Q tag (VLAN 7) after the MAC addresses.
 func tagged(f []byte) []byte {
 	out := make([]byte, 0, len(f)+4)

@@ -118,6 +118,14 @@ func socketFilterInsns(f nic.Filter) asm.Instructions {
 		asm.LoadAbs(nic.OffJobKey, asm.Word),
 		// 32-bit compare: the immediate is sign-extended in a 64-bit one.
 		asm.JNE.Imm32(asm.R0, int32(f.JobKey), jobKey),
+		// Another endpoint's frame is refused, not counted: it is not
+		// foreign, only not ours.
+		asm.LoadAbs(nic.OffDstEP, asm.Half),
+		asm.JEq.Imm(asm.R0, int32(f.Endpoint), "keep"),
+		asm.JNE.Imm(asm.R0, nic.EndpointAll, reject),
+	)
+	b.label("keep")
+	b.emit(
 		// Keep the whole frame.
 		asm.Mov.Reg(asm.R0, asm.R7),
 		asm.Return(),

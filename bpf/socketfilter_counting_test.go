@@ -76,6 +76,8 @@ func TestCountingSocketFilter(t *testing.T) {
 		{"ours minimal", ours(nic.PrefixLen), true, SocketFilterCounters{}},
 		{"ours full", ours(1514), true, SocketFilterCounters{}},
 		{"ours 3000", ours(3000), true, SocketFilterCounters{}},
+		{"every endpoint", toEndpoint(ours(64), nic.EndpointAll), true, SocketFilterCounters{}},
+		{"another endpoint (not foreign)", toEndpoint(ours(64), 1), false, SocketFilterCounters{}},
 		{"wrong ethertype", frame(64, testEtherType+1, nic.Version, testJobKey), false, SocketFilterCounters{}},
 		{"ipv4", frame(64, 0x0800, 0x45, 0), false, SocketFilterCounters{}},
 		{"wrong version", frame(64, testEtherType, nic.Version+1, testJobKey), false, SocketFilterCounters{Version: 1}},

@@ -47,6 +47,8 @@ func TestSocketFilter(t *testing.T) {
 		{"ours minimal", ours(nic.PrefixLen), true},
 		{"ours full", ours(1514), true},
 		{"ours jumbo", ours(9014), true},
+		{"every endpoint", toEndpoint(ours(64), nic.EndpointAll), true},
+		{"another endpoint", toEndpoint(ours(64), 1), false},
 		{"wrong ethertype", frame(64, testEtherType+1, nic.Version, testJobKey), false},
 		{"ipv4", frame(64, 0x0800, 0x45, 0), false},
 		{"wrong version", frame(64, testEtherType, nic.Version+1, testJobKey), false},

@@ -194,6 +194,16 @@ func steeringInsns(f nic.Filter) asm.Instructions {
 		asm.LoadMem(asm.R5, asm.R2, nic.OffJobKey, asm.Word),
 		asm.JNE.Imm32(asm.R5, nativeU32(f.JobKey), foreign),
 	)
+	// This job's frame, for this endpoint or every one; one for another
+	// endpoint of the NIC goes to the kernel (an AF_PACKET socket may
+	// serve it), counted as passed but not foreign.
+	forUs := b.fresh("for_us")
+	b.emit(
+		asm.LoadMem(asm.R5, asm.R2, nic.OffDstEP, asm.Half),
+		asm.JEq.Imm(asm.R5, nativeU16(f.Endpoint), forUs),
+		asm.JNE.Imm(asm.R5, nativeU16(nic.EndpointAll), passed),
+	)
+	b.label(forUs)
 	b.count(ctrSeen)
 	b.faultStage(faultProg{offData: xdpData, offDataEnd: xdpDataEnd, dropCode: xdpDrop})
 	unclaimed := b.fresh("unclaimed")

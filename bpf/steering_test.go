@@ -101,11 +101,14 @@ func refSteerForeign(f nic.Filter, b []byte) bool {
 		return false
 	}
 	et := binary.BigEndian.Uint16(b[nic.OffEtherType:])
-	if et == f.EtherType {
-		return true
+	if et == 0x8100 && len(b) >= nic.EthHeaderLen+4 && binary.BigEndian.Uint16(b[nic.OffEtherType+4:]) == f.EtherType {
+		b = append(append([]byte{}, b[:12]...), b[16:]...) // untag
+	} else if et != f.EtherType {
+		return false
 	}
-	return et == 0x8100 && len(b) >= nic.EthHeaderLen+4 &&
-		binary.BigEndian.Uint16(b[nic.OffEtherType+4:]) == f.EtherType
+	// Our EtherType, refused: foreign unless it is only for another
+	// endpoint of this NIC.
+	return !errors.Is(f.Check(b), nic.ErrEndpoint)
 }
 
 func TestSteeringOursWithoutSocketPasses(t *testing.T) {
@@ -316,6 +319,8 @@ func FuzzSteering(f *testing.F) {
 	f.Add(tagged(ours(64)))
 	f.Add(frame(64, testEtherType, nic.Version, testJobKey^1))
 	f.Add(tagged(ours(nic.PrefixLen))[:nic.PrefixLen+3])
+	f.Add(toEndpoint(ours(64), 1))
+	f.Add(tagged(toEndpoint(ours(64), nic.EndpointAll)))
 	needRoot(f)
 	s, err := NewSteering(testFilter, SteeringOptions{Queues: 1})
 	if err != nil {

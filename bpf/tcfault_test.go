@@ -109,7 +109,7 @@ func TestTCFaultCorrupt(t *testing.T) {
 		t.Fatalf("Set: %v", err)
 	}
 	const runs = 1000
-	in := ours(24)
+	in := ours(nic.PrefixLen + 2)
 	hits := make([]int, len(in))
 	for range runs {
 		ret, out := runTC(t, tf, in)

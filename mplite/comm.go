@@ -126,7 +126,7 @@ type endpoint struct {
 	// launcher is the PMI session Init opened, finalized with the world.
 	launcher *pmi.Client
 	fab      fabric // nil in a world of one (fabric.go)
-	macs     [][6]byte
+	addrs    []nic.Addr // every rank's rail-0 MAC and endpoint
 	chunk    int // bytes per RDMA write descriptor
 	qdepth   int
 	slot     int // bytes per eager buffer: envelope and payload
@@ -224,9 +224,9 @@ func NewComm(dev nic.Device, rank int, macs []net.HardwareAddr, opts ...Option) 
 		return nil, err
 	}
 	if dev == nil {
-		return newComm(nil, false, rank, oneRail(macs), cfg)
+		return newComm(nil, false, rank, oneRail(macs), nil, cfg)
 	}
-	return newComm([]nic.Device{dev}, false, rank, oneRail(macs), cfg)
+	return newComm([]nic.Device{dev}, false, rank, oneRail(macs), nil, cfg)
 }
 
 // NewBondedComm is NewComm over several rails, one device per rail, each
@@ -242,7 +242,7 @@ func NewBondedComm(devs []nic.Device, rank int, macs [][]net.HardwareAddr, opts 
 	if len(devs) == 0 {
 		return nil, errors.New("mplite: a bonded world needs at least one device")
 	}
-	return newComm(devs, false, rank, macs, cfg)
+	return newComm(devs, false, rank, macs, nil, cfg)
 }
 
 func oneRail(macs []net.HardwareAddr) [][]net.HardwareAddr {
@@ -255,8 +255,11 @@ func oneRail(macs []net.HardwareAddr) [][]net.HardwareAddr {
 
 // newComm builds a world over devs (nil: a world of one); macs[rank][r] is
 // rank's address on rail r.
-func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr, cfg config) (*Comm, error) {
+func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr, eps []uint16, cfg config) (*Comm, error) {
 	size := len(macs)
+	if eps != nil && len(eps) != size {
+		return nil, fmt.Errorf("mplite: %d endpoints for %d ranks", len(eps), size)
+	}
 	if size < 1 || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("mplite: rank %d of %d: %w", rank, size, ErrRank)
 	}
@@ -279,7 +282,7 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	c.leaderCtx.SetHoldThread(cfg.osYield)
 	c.cond.L = &c.mu
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.macs = make([][6]byte, size)
+	c.addrs = make([]nic.Addr, size)
 	rails := max(1, len(devs))
 	for i, ms := range macs {
 		if len(ms) != rails {
@@ -287,6 +290,9 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 			return nil, fmt.Errorf("mplite: rank %d has %d addresses for %d rails", i, len(ms), rails)
 		}
 		p := &peer{rank: i}
+		if eps != nil {
+			p.ep = eps[i]
+		}
 		for r, m := range ms {
 			mac, ok := nic.MAC(m)
 			if !ok {
@@ -296,13 +302,14 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 			p.macs = append(p.macs, append(net.HardwareAddr(nil), mac[:]...))
 		}
 		mac, _ := nic.MAC(ms[0])
+		a := nic.Addr{MAC: mac, EP: p.ep}
 		for j := 0; j < i; j++ {
-			if c.macs[j] == mac {
+			if c.addrs[j] == a {
 				c.cancel()
-				return nil, fmt.Errorf("mplite: ranks %d and %d share the address %v", j, i, ms[0])
+				return nil, fmt.Errorf("mplite: ranks %d and %d share the address %v", j, i, a)
 			}
 		}
-		c.macs[i] = mac
+		c.addrs[i] = a
 		c.peers[i] = p
 	}
 	c.peers[rank].state = stConnected
@@ -358,7 +365,7 @@ func (c *Comm) openProvider() error {
 	maxT = max(maxT, c.slot)
 	qd := max(vi.DefaultQueueDepth, c.qdepth)
 	o := vi.Options{
-		Config:      nic.Config{EtherType: c.cfg.etherType, JobKey: c.cfg.jobKey},
+		Config:      nic.Config{EtherType: c.cfg.etherType, JobKey: c.cfg.jobKey, Endpoint: c.addrs[c.rank].EP},
 		MaxTransfer: maxT,
 		QueueDepth:  qd,
 		MaxVIs:      max(vi.DefaultMaxVIs, c.size+8),

@@ -65,16 +65,17 @@ type link interface {
 	Disconnect() error
 	id() int
 	raw() any
-	// connect asks the rank at macs (one per rail) to accept.
-	connect(ctx context.Context, macs []net.HardwareAddr) error
+	// connect asks the rank at macs (one per rail) and endpoint ep to
+	// accept.
+	connect(ctx context.Context, macs []net.HardwareAddr, ep uint16) error
 	// railEvents counts the times a rail of the link died and came back.
 	railEvents() (failures, reconnects uint64)
 }
 
 // connRequest is a peer's request to connect.
 type connRequest interface {
-	remote() net.HardwareAddr // on rail 0
-	accept(l link, macs []net.HardwareAddr) error
+	remote() nic.Addr // on rail 0
+	accept(l link, macs []net.HardwareAddr, ep uint16) error
 	reject() error
 }
 
@@ -173,15 +174,19 @@ func (l viLink) id() int { return int(l.ID()) }
 func (l viLink) railEvents() (uint64, uint64) { return 0, 0 }
 
 func (l viLink) raw() any { return l.VI }
-func (l viLink) connect(ctx context.Context, macs []net.HardwareAddr) error {
-	return l.ConnectRequest(ctx, vi.Address{MAC: macs[0], Discriminator: discriminator})
+func (l viLink) connect(ctx context.Context, macs []net.HardwareAddr, ep uint16) error {
+	return l.ConnectRequest(ctx, vi.Address{MAC: macs[0], Endpoint: ep, Discriminator: discriminator})
 }
 
 type viRequest struct{ *vi.ConnRequest }
 
-func (r viRequest) remote() net.HardwareAddr { return r.Remote().MAC }
+func (r viRequest) remote() nic.Addr {
+	a := r.Remote()
+	m, _ := nic.MAC(a.MAC)
+	return nic.Addr{MAC: m, EP: a.Endpoint}
+}
 func (r viRequest) reject() error            { return r.Reject() }
-func (r viRequest) accept(l link, _ []net.HardwareAddr) error {
+func (r viRequest) accept(l link, _ []net.HardwareAddr, _ uint16) error {
 	v, ok := l.(viLink)
 	if !ok {
 		return fmt.Errorf("accept: %T is not a VI link", l)
@@ -290,20 +295,24 @@ func (l *bondLink) railEvents() (failures, reconnects uint64) {
 }
 
 func (l *bondLink) raw() any { return l.VI }
-func (l *bondLink) connect(ctx context.Context, macs []net.HardwareAddr) error {
-	return l.ConnectRequest(ctx, bonding.Peer{MACs: macs, Discriminator: discriminator})
+func (l *bondLink) connect(ctx context.Context, macs []net.HardwareAddr, ep uint16) error {
+	return l.ConnectRequest(ctx, bonding.Peer{MACs: macs, Endpoint: ep, Discriminator: discriminator})
 }
 
 type bondRequest struct{ *bonding.ConnRequest }
 
-func (r bondRequest) remote() net.HardwareAddr { return r.Remote().MACs[0] }
+func (r bondRequest) remote() nic.Addr {
+	p := r.Remote()
+	m, _ := nic.MAC(p.MACs[0])
+	return nic.Addr{MAC: m, EP: p.Endpoint}
+}
 func (r bondRequest) reject() error            { return r.Reject() }
-func (r bondRequest) accept(l link, macs []net.HardwareAddr) error {
+func (r bondRequest) accept(l link, macs []net.HardwareAddr, ep uint16) error {
 	v, ok := l.(*bondLink)
 	if !ok {
 		return fmt.Errorf("accept: %T is not a bonded link", l)
 	}
-	return r.AcceptPeer(v.VI, bonding.Peer{MACs: macs, Discriminator: discriminator})
+	return r.AcceptPeer(v.VI, bonding.Peer{MACs: macs, Endpoint: ep, Discriminator: discriminator})
 }
 
 // openFabric opens the rank's provider on one device, or a bond on

@@ -54,6 +54,10 @@ type envConfig struct {
 	job        uint32
 	driver     string
 	hostfile   string
+	// endpoint is this rank's endpoint on its NICs, and shared says that
+	// other ranks of the job use the same NICs (afpacket.Config.Shared).
+	endpoint uint16
+	shared   bool
 	// AF_XDP on NICs with several receive queues: the queue to bind
 	// (MPLITE_XDP_QUEUE) and whether to ask for a flow rule that steers
 	// our EtherType there (MPLITE_XDP_FLOWRULE=1).
@@ -116,6 +120,13 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 		return e, true, fmt.Errorf("%w: MPLITE_DRIVER=%q (afpacket or afxdp)", ErrEnvironment, e.driver)
 	}
 	e.hostfile = getenv("MPLITE_HOSTFILE")
+	var err error
+	if e.endpoint, e.shared, err = endpointFromEnv(getenv); err != nil {
+		return e, true, err
+	}
+	if e.shared && e.driver == "afxdp" {
+		return e, true, fmt.Errorf("%w: ranks share this host's NICs, which the afxdp driver cannot (one XDP socket per queue): use afpacket", ErrEnvironment)
+	}
 	if s := getenv("MPLITE_XDP_QUEUE"); s != "" {
 		q, err := strconv.Atoi(s)
 		if err != nil || q < 0 {
@@ -184,10 +195,10 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 	}
 	if !found || e.size == 1 {
 		// A world of one needs no network.
-		return newComm(nil, false, 0, [][]net.HardwareAddr{{{0x02, 0, 0, 0, 0, 1}}}, cfg)
+		return newComm(nil, false, 0, [][]net.HardwareAddr{{{0x02, 0, 0, 0, 0, 1}}}, nil, cfg)
 	}
 	cfg.jobKey = e.job
-	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job}
+	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job, Endpoint: e.endpoint}
 	devs := make([]nic.Device, 0, len(e.ifaces))
 	closeDevs := func() {
 		for _, d := range devs {
@@ -200,7 +211,7 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		case "afxdp":
 			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
 		default:
-			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface})
+			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared})
 		}
 		if err != nil {
 			closeDevs()
@@ -208,12 +219,12 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		}
 		devs = append(devs, dev)
 	}
-	macs, err := findPeers(ctx, devs, e, &cfg, l)
+	macs, eps, err := findPeers(ctx, devs, e, &cfg, l)
 	if err != nil {
 		closeDevs()
 		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
 	}
-	c, err := newComm(devs, true, e.rank, macs, cfg)
+	c, err := newComm(devs, true, e.rank, macs, eps, cfg)
 	if err != nil {
 		closeDevs()
 		return nil, err
@@ -224,23 +235,26 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 // findPeers reads the hostfile, asks the launcher's key-value store, or
 // runs the bootstrap discovery on every rail at once. It returns every
 // rank's address on every rail.
-func findPeers(ctx context.Context, devs []nic.Device, e envConfig, cfg *config, l *pmi.Client) ([][]net.HardwareAddr, error) {
+func findPeers(ctx context.Context, devs []nic.Device, e envConfig, cfg *config, l *pmi.Client) ([][]net.HardwareAddr, []uint16, error) {
 	if e.hostfile != "" {
 		f, err := os.Open(e.hostfile)
 		if err != nil {
-			return nil, fmt.Errorf("hostfile: %w", err)
+			return nil, nil, fmt.Errorf("hostfile: %w", err)
 		}
 		defer f.Close()
-		tab, err := bootstrap.ParseHostfile(f, e.size, len(e.ifaces))
+		tab, eps, err := bootstrap.ParseHostfile(f, e.size, len(e.ifaces))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", e.hostfile, err)
+			return nil, nil, fmt.Errorf("%s: %w", e.hostfile, err)
 		}
-		return tab, nil
+		if eps[e.rank] != e.endpoint {
+			return nil, nil, fmt.Errorf("%w: %s gives rank %d endpoint %d, the environment %d", ErrEnvironment, e.hostfile, e.rank, eps[e.rank], e.endpoint)
+		}
+		return tab, eps, nil
 	}
 	if l != nil {
-		return kvsPeers(ctx, l, e.rank, e.size, devs)
+		return kvsPeers(ctx, l, e.rank, e.size, e.endpoint, devs)
 	}
-	byRail := make([][]net.HardwareAddr, len(devs))
+	byRail := make([][]nic.Addr, len(devs))
 	errs := make([]error, len(devs))
 	var wg sync.WaitGroup
 	for r, d := range devs {
@@ -248,7 +262,7 @@ func findPeers(ctx context.Context, devs []nic.Device, e envConfig, cfg *config,
 		go func() {
 			defer wg.Done()
 			byRail[r], errs[r] = bootstrap.Discover(ctx, d, bootstrap.Config{Rank: e.rank, Size: e.size, Rail: r,
-				EtherType: cfg.etherType, JobKey: e.job})
+				EtherType: cfg.etherType, JobKey: e.job, Endpoint: e.endpoint})
 			if errs[r] != nil {
 				errs[r] = fmt.Errorf("rail %d (%s): %w", r, e.ifaces[r], errs[r])
 			}
@@ -256,15 +270,21 @@ func findPeers(ctx context.Context, devs []nic.Device, e envConfig, cfg *config,
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	macs := make([][]net.HardwareAddr, e.size)
+	eps := make([]uint16, e.size)
 	for rank := range macs {
+		eps[rank] = byRail[0][rank].EP
 		for r := range devs {
-			macs[rank] = append(macs[rank], byRail[r][rank])
+			a := byRail[r][rank]
+			if a.EP != eps[rank] {
+				return nil, nil, fmt.Errorf("%w: rank %d has endpoint %d on rail 0 and %d on rail %d", ErrEnvironment, rank, eps[rank], a.EP, r)
+			}
+			macs[rank] = append(macs[rank], net.HardwareAddr(a.MAC[:]))
 		}
 	}
-	return macs, nil
+	return macs, eps, nil
 }
 
 // NewLocalWorld builds n ranks in this process, joined by an in-process
@@ -318,7 +338,7 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 		for r, p := range ports[i] {
 			devs[r] = p
 		}
-		c, err := newComm(devs, true, i, macs, cfg)
+		c, err := newComm(devs, true, i, macs, nil, cfg)
 		if err != nil {
 			closeAll(comms)
 			return nil, err

@@ -206,38 +206,54 @@ func defaultRouteIface(ni netInfo) string {
 // kvsKey is where rank r publishes its addresses.
 func kvsKey(r int) string { return "ethervia-mac-" + strconv.Itoa(r) }
 
-// kvsPeers publishes this rank's MAC on every rail through the launcher's
-// key-value store and reads every rank's: nothing goes on the wire.
-func kvsPeers(ctx context.Context, l *pmi.Client, rank, size int, devs []nic.Device) ([][]net.HardwareAddr, error) {
+// kvsPeers publishes this rank's MAC on every rail and its endpoint
+// ("MAC[,MAC...]/EP") through the launcher's key-value store and reads every
+// rank's: nothing goes on the wire.
+func kvsPeers(ctx context.Context, l *pmi.Client, rank, size int, ep uint16, devs []nic.Device) ([][]net.HardwareAddr, []uint16, error) {
 	mine := make([]string, len(devs))
 	for r, d := range devs {
 		mine[r] = d.HardwareAddr().String()
 	}
-	if err := l.Put(ctx, kvsKey(rank), strings.Join(mine, ",")); err != nil {
-		return nil, fmt.Errorf("publish addresses: %w", err)
+	if err := l.Put(ctx, kvsKey(rank), strings.Join(mine, ",")+"/"+strconv.Itoa(int(ep))); err != nil {
+		return nil, nil, fmt.Errorf("publish addresses: %w", err)
 	}
 	if err := l.Fence(ctx); err != nil {
-		return nil, fmt.Errorf("exchange addresses: %w", err)
+		return nil, nil, fmt.Errorf("exchange addresses: %w", err)
 	}
 	macs := make([][]net.HardwareAddr, size)
+	eps := make([]uint16, size)
 	for r := range size {
 		v, err := l.Get(ctx, kvsKey(r))
 		if err != nil {
-			return nil, fmt.Errorf("addresses of rank %d: %w", r, err)
+			return nil, nil, fmt.Errorf("addresses of rank %d: %w", r, err)
 		}
-		parts := strings.Split(v, ",")
-		if len(parts) != len(devs) {
-			return nil, fmt.Errorf("%w: rank %d published %d addresses, this rank has %d rails", ErrEnvironment, r, len(parts), len(devs))
-		}
-		for _, p := range parts {
-			hw, err := net.ParseMAC(p)
-			if err != nil || len(hw) != 6 {
-				return nil, fmt.Errorf("%w: rank %d published %q", ErrEnvironment, r, v)
-			}
-			macs[r] = append(macs[r], hw)
+		if macs[r], eps[r], err = parseKVSAddrs(v, len(devs)); err != nil {
+			return nil, nil, fmt.Errorf("rank %d: %w", r, err)
 		}
 	}
-	return macs, nil
+	return macs, eps, nil
+}
+
+// parseKVSAddrs reads one rank's "MAC[,MAC...]/EP" entry.
+func parseKVSAddrs(v string, rails int) ([]net.HardwareAddr, uint16, error) {
+	list, epStr, ok := strings.Cut(v, "/")
+	ep, err := strconv.ParseUint(epStr, 10, 16)
+	if !ok || err != nil || ep == nic.EndpointAll {
+		return nil, 0, fmt.Errorf("%w: published %q, want MAC[,MAC...]/ENDPOINT", ErrEnvironment, v)
+	}
+	parts := strings.Split(list, ",")
+	if len(parts) != rails {
+		return nil, 0, fmt.Errorf("%w: published %d addresses, this rank has %d rails", ErrEnvironment, len(parts), rails)
+	}
+	macs := make([]net.HardwareAddr, 0, rails)
+	for _, p := range parts {
+		hw, err := net.ParseMAC(p)
+		if err != nil || len(hw) != 6 {
+			return nil, 0, fmt.Errorf("%w: published %q", ErrEnvironment, v)
+		}
+		macs = append(macs, hw)
+	}
+	return macs, uint16(ep), nil
 }
 
 // closeLauncher ends the PMI session: finalize after an orderly end, a
@@ -255,4 +271,59 @@ func closeLauncher(l *pmi.Client, orderly bool) error {
 		return fmt.Errorf("mplite: launcher: %w", err)
 	}
 	return nil
+}
+
+// endpointFromEnv returns this rank's endpoint on its host's NICs and
+// whether other ranks of the job share them: MPLITE_ENDPOINT and
+// MPLITE_LOCAL_SIZE (mprun), else the launcher's local rank and local size
+// (Hydra's MPI_LOCALRANKID and MPI_LOCALNRANKS, Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK and _SIZE, Slurm's SLURM_LOCALID and
+// SLURM_STEP_TASKS_PER_NODE). Without any, endpoint 0 alone.
+func endpointFromEnv(getenv func(string) string) (ep uint16, shared bool, err error) {
+	num := func(name string, limit uint64) (uint64, bool, error) {
+		s := strings.TrimSpace(getenv(name))
+		if s == "" {
+			return 0, false, nil
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || v >= limit {
+			return 0, false, fmt.Errorf("%w: %s=%q", ErrEnvironment, name, s)
+		}
+		return v, true, nil
+	}
+	for _, pair := range [...][2]string{
+		{"MPLITE_ENDPOINT", "MPLITE_LOCAL_SIZE"},
+		{"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+		{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+		{"SLURM_LOCALID", ""},
+	} {
+		v, ok, err := num(pair[0], nic.EndpointAll)
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok {
+			continue
+		}
+		var n uint64
+		if pair[1] != "" {
+			if n, _, err = num(pair[1], 1<<20); err != nil {
+				return 0, false, err
+			}
+		} else {
+			n = slurmMaxTasksPerNode(getenv("SLURM_STEP_TASKS_PER_NODE"))
+		}
+		return uint16(v), v > 0 || n > 1, nil
+	}
+	return 0, false, nil
+}
+
+// slurmMaxTasksPerNode reads Slurm's "2(x3),1" form: the most tasks any
+// node of the step runs.
+func slurmMaxTasksPerNode(s string) uint64 {
+	var most uint64
+	for _, part := range strings.Split(s, ",") {
+		n, _ := strconv.ParseUint(strings.TrimSpace(strings.SplitN(part, "(", 2)[0]), 10, 32)
+		most = max(most, n)
+	}
+	return most
 }

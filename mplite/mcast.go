@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -147,6 +146,9 @@ type mcGroup struct {
 	fallback bool // the members agreed to use the binomial tree
 	opened   bool // the members agreed on fallback
 }
+
+// addr is the group's address: its MAC, for every endpoint.
+func (g *mcGroup) addr() nic.Addr { return nic.Addr{MAC: g.mac, EP: nic.EndpointAll} }
 
 // mcastEP is a rank's multicast state, shared by its communicators.
 type mcastEP struct {
@@ -380,7 +382,7 @@ type mcOp struct {
 	nak      bool
 	cs       int // chunk size
 	k        int // chunks
-	rootMAC  [6]byte
+	rootAddr nic.Addr
 	x        *xfer
 	rto      time.Duration
 	lastProg time.Time
@@ -400,7 +402,7 @@ type mcOp struct {
 type mcStashed struct {
 	b   []byte
 	n   int
-	src [6]byte
+	src nic.Addr
 	age int // operations started since it was kept
 }
 
@@ -434,7 +436,7 @@ func (c *Comm) mcastRun(g *mcGroup, buf []byte, off, total, root int, nak bool) 
 	}
 	o := &m.op // under m.run: one operation at a time
 	*o = mcOp{c: c, g: g, port: port, buf: buf, off: off, total: total, root: root, n: c.csize, me: c.crank, nak: nak,
-		cs: port.MaxPayload() - mcHdrLen, rootMAC: c.macs[c.worldRank(root)], x: c.newXfer(), rto: mcastRTO}
+		cs: port.MaxPayload() - mcHdrLen, rootAddr: c.addrs[c.worldRank(root)], x: c.newXfer(), rto: mcastRTO}
 	o.k = (total + o.cs - 1) / o.cs
 	if o.me == root {
 		// Paced to the slowest port (the tuning's rate).
@@ -559,14 +561,14 @@ func (o *mcOp) hdr(typ uint8) mcHdr {
 func (o *mcOp) sendChunk(i int, flags uint8) error {
 	h := o.hdr(mcData)
 	h.flags = flags
-	return o.c.mc.sendChunk(o.port, &o.pace, o.g.mac[:], h, o.buf, o.cs, i)
+	return o.c.mc.sendChunk(o.port, &o.pace, o.g.addr(), h, o.buf, o.cs, i)
 }
 
 // sendNew multicasts the next chunks below limit, up to a batch and the
 // pacing's room, each copied once from the user's buffer into its frame.
 // It returns how many it sent.
 func (o *mcOp) sendNew(limit int) (int, error) {
-	return o.c.mc.sendNew(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.buf, o.cs, &o.sent, limit)
+	return o.c.mc.sendNew(o.port, &o.pace, o.g.addr(), o.hdr(mcData), o.buf, o.cs, &o.sent, limit)
 }
 
 // feedback sends an ACK or NAK to the root.
@@ -574,7 +576,7 @@ func (o *mcOp) feedback(h *mcHdr) error {
 	m := &o.c.mc
 	var b [mcHdrLen]byte
 	putMcHdr(b[:], h)
-	if err := o.port.SendTo(net.HardwareAddr(o.rootMAC[:]), b[:]); err != nil {
+	if err := o.port.SendTo(o.rootAddr, b[:]); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -589,7 +591,7 @@ func (o *mcOp) feedback(h *mcHdr) error {
 
 // mcHandler acts on one datagram of the running multicast operation.
 type mcHandler interface {
-	handle(h *mcHdr, src [6]byte, pl []byte) error
+	handle(h *mcHdr, src nic.Addr, pl []byte) error
 }
 
 // drain handles the waiting datagrams of this operation: first those
@@ -652,7 +654,7 @@ func (m *mcastEP) count(ctr *uint64, n uint64) {
 	m.mu.Unlock()
 }
 
-func (m *mcastEP) stashIt(port *vi.DatagramPort, pl []byte, src [6]byte) {
+func (m *mcastEP) stashIt(port *vi.DatagramPort, pl []byte, src nic.Addr) {
 	if m.stash == nil {
 		m.stash = make([]mcStashed, mcastStash)
 	}
@@ -672,20 +674,20 @@ func (m *mcastEP) stashIt(port *vi.DatagramPort, pl []byte, src [6]byte) {
 }
 
 // handle acts on one datagram of this operation.
-func (o *mcOp) handle(h *mcHdr, src [6]byte, pl []byte) error {
+func (o *mcOp) handle(h *mcHdr, src nic.Addr, pl []byte) error {
 	c := o.c
 	if int(h.total) != o.total {
 		return fmt.Errorf("multicast Bcast: rank %d sends %d bytes, this rank expects %d (mismatched calls?)",
 			h.rank, h.total, o.total)
 	}
 	if o.me == o.root {
-		if h.typ == mcData || int(h.rank) >= o.n || int(h.rank) == o.root || src != c.macs[c.worldRank(int(h.rank))] {
+		if h.typ == mcData || int(h.rank) >= o.n || int(h.rank) == o.root || src != c.addrs[c.worldRank(int(h.rank))] {
 			o.bad()
 			return nil
 		}
 		return o.onFeedback(h)
 	}
-	if h.typ != mcData || src != o.rootMAC || int(h.seq) >= o.k {
+	if h.typ != mcData || src != o.rootAddr || int(h.seq) >= o.k {
 		o.bad()
 		return nil
 	}

@@ -2,7 +2,7 @@ package mplite
 
 import (
 	"fmt"
-	"net"
+	"github.com/ethervia/ethervia/nic"
 	"time"
 
 	"github.com/ethervia/ethervia/vi"
@@ -192,7 +192,7 @@ func (o *mcAllOp) hdr(typ uint8) mcHdr {
 // sendNew multicasts the next chunks of this rank's block, up to a batch
 // and the pacing's room.
 func (o *mcAllOp) sendNew() (int, error) {
-	return o.c.mc.sendNew(o.port, &o.pace, o.g.mac[:], o.hdr(mcData), o.send, o.cs, &o.sent, o.k)
+	return o.c.mc.sendNew(o.port, &o.pace, o.g.addr(), o.hdr(mcData), o.send, o.cs, &o.sent, o.k)
 }
 
 // resend retransmits chunk j of this rank's block unless it went within
@@ -205,7 +205,7 @@ func (o *mcAllOp) resend(j int) error {
 	o.retx[j] = now
 	h := o.hdr(mcData)
 	h.flags = mcRetx
-	return o.c.mc.sendChunk(o.port, &o.pace, o.g.mac[:], h, o.send, o.cs, j)
+	return o.c.mc.sendChunk(o.port, &o.pace, o.g.addr(), h, o.send, o.cs, j)
 }
 
 // nak asks rank r for the chunks of its block missing among the 64 after
@@ -229,8 +229,8 @@ func (o *mcAllOp) nak(r int) error {
 	}
 	var f [mcHdrLen]byte
 	putMcHdr(f[:], &h)
-	mac := o.c.macs[o.c.worldRank(r)]
-	if err := o.port.SendTo(net.HardwareAddr(mac[:]), f[:]); err != nil {
+	to := o.c.addrs[o.c.worldRank(r)]
+	if err := o.port.SendTo(to, f[:]); err != nil {
 		return err
 	}
 	m.count(&m.stats.NaksSent, 1)
@@ -239,11 +239,11 @@ func (o *mcAllOp) nak(r int) error {
 
 // handle acts on one datagram of this operation: another rank's chunk, or
 // a NAK for this rank's block.
-func (o *mcAllOp) handle(h *mcHdr, src [6]byte, pl []byte) error {
+func (o *mcAllOp) handle(h *mcHdr, src nic.Addr, pl []byte) error {
 	c := o.c
 	r := int(h.rank)
-	if r >= o.n || r == o.me || src != c.macs[c.worldRank(r)] || int(h.total) != o.m || int(h.seq) >= o.k {
-		if int(h.total) != o.m && r < o.n && r != o.me && src == c.macs[c.worldRank(r)] {
+	if r >= o.n || r == o.me || src != c.addrs[c.worldRank(r)] || int(h.total) != o.m || int(h.seq) >= o.k {
+		if int(h.total) != o.m && r < o.n && r != o.me && src == c.addrs[c.worldRank(r)] {
 			return fmt.Errorf("multicast Allgather: rank %d sends %d-byte blocks, this rank expects %d (mismatched calls?)",
 				r, h.total, o.m)
 		}

@@ -66,7 +66,7 @@ func (p *mcPacer) wait() time.Duration {
 // *sent up to limit, as many as a batch and pace allow, each with header h
 // and its index, copied once from msg into its frame; it advances *sent
 // and returns how many it sent.
-func (m *mcastEP) sendNew(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs int, sent *int, limit int) (int, error) {
+func (m *mcastEP) sendNew(port *vi.DatagramPort, pace *mcPacer, group nic.Addr, h mcHdr, msg []byte, cs int, sent *int, limit int) (int, error) {
 	cnt := min(limit-*sent, pace.room())
 	if cnt <= 0 {
 		return 0, nil
@@ -90,7 +90,7 @@ func (m *mcastEP) sendNew(port *vi.DatagramPort, pace *mcPacer, group []byte, h 
 
 // sendChunk multicasts chunk i of msg alone with header h (its flags
 // saying whether it is a resend or a poll).
-func (m *mcastEP) sendChunk(port *vi.DatagramPort, pace *mcPacer, group []byte, h mcHdr, msg []byte, cs, i int) error {
+func (m *mcastEP) sendChunk(port *vi.DatagramPort, pace *mcPacer, group nic.Addr, h mcHdr, msg []byte, cs, i int) error {
 	h.seq = uint32(i)
 	putMcHdr(m.frame, &h)
 	n := copy(m.frame[mcHdrLen:], segment(msg, i, cs))

@@ -36,6 +36,7 @@ const (
 type peer struct {
 	rank       int
 	macs       []net.HardwareAddr // one per rail
+	ep         uint16             // its endpoint on those NICs
 	v          link
 	state      peerState
 	attempt    int
@@ -161,7 +162,7 @@ func (c *Comm) ensureConn(p *peer) {
 	go func() {
 		defer c.conns.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.connectTimeout)
-		err := v.connect(ctx, p.macs)
+		err := v.connect(ctx, p.macs, p.ep)
 		cancel()
 		c.mu.Lock()
 		c.connectResult(p, attempt, err)
@@ -216,13 +217,9 @@ func (c *Comm) pollConnRequests() {
 	}
 }
 
-func (c *Comm) rankOf(mac net.HardwareAddr) int {
-	m, ok := nic.MAC(mac)
-	if !ok {
-		return -1
-	}
-	for i := range c.macs {
-		if c.macs[i] == m {
+func (c *Comm) rankOf(a nic.Addr) int {
+	for i := range c.addrs {
+		if c.addrs[i] == a {
 			return i
 		}
 	}
@@ -259,7 +256,7 @@ func (c *Comm) onConnRequest(req connRequest) {
 	}
 	p.attempt++
 	if !c.fab.acceptBlocks() {
-		if err := req.accept(p.v, p.macs); err != nil {
+		if err := req.accept(p.v, p.macs, p.ep); err != nil {
 			c.peerFailed(p, fmt.Errorf("accept: %w", err), true)
 			return
 		}
@@ -274,7 +271,7 @@ func (c *Comm) onConnRequest(req connRequest) {
 	c.conns.Add(1)
 	go func() {
 		defer c.conns.Done()
-		err := req.accept(v, p.macs)
+		err := req.accept(v, p.macs, p.ep)
 		c.mu.Lock()
 		if err != nil {
 			err = fmt.Errorf("accept: %w", err)

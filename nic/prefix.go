@@ -11,8 +11,9 @@ import (
 // default.
 const DefaultEtherType = 0x88B5
 
-// Every Ethervia frame starts with the same 22-byte prefix so that kernel
-// filters (classic BPF, XDP) can pick out one job's frames at fixed offsets:
+// Every Ethervia frame starts with the same 26-byte prefix so that kernel
+// filters (classic BPF, XDP) can pick out one endpoint's frames at fixed
+// offsets:
 //
 //	0  6  destination MAC
 //	6  6  source MAC
@@ -21,17 +22,29 @@ const DefaultEtherType = 0x88B5
 //	15 1  frame kind (meaning owned by the layer above)
 //	16 2  flags (meaning owned by the layer above)
 //	18 4  job key, big endian
+//	22 2  destination endpoint, big endian (EndpointAll: every one)
+//	24 2  source endpoint, big endian
+//
+// An endpoint is one of several users of one NIC (a rank, when several
+// ranks share a host): an address is a MAC and an endpoint.
 const (
 	OffEtherType = 12
 	OffVersion   = 14
 	OffKind      = 15
 	OffFlags     = 16
 	OffJobKey    = 18
-	PrefixLen    = 22
+	OffDstEP     = 22
+	OffSrcEP     = 24
+	PrefixLen    = 26
 )
 
-// Version is the wire version carried at OffVersion.
-const Version = 1
+// Version is the wire version carried at OffVersion. Version 2 added the
+// endpoints to version 1's 22-byte prefix.
+const Version = 2
+
+// EndpointAll as a destination endpoint reaches every endpoint of the
+// destination MAC: broadcast and multicast frames carry it.
+const EndpointAll = 0xFFFF
 
 // Prefix is the decoded fixed prefix of an Ethervia frame.
 type Prefix struct {
@@ -41,6 +54,8 @@ type Prefix struct {
 	Kind      uint8
 	Flags     uint16
 	JobKey    uint32
+	DstEP     uint16
+	SrcEP     uint16
 }
 
 // Errors returned by ParsePrefix.
@@ -49,6 +64,7 @@ var (
 	ErrEtherType  = errors.New("nic: foreign EtherType")
 	ErrVersion    = errors.New("nic: unknown wire version")
 	ErrJobKey     = errors.New("nic: foreign job key")
+	ErrEndpoint   = errors.New("nic: frame for another endpoint")
 )
 
 // PutPrefix writes p into the first PrefixLen bytes of b, which must be long
@@ -62,6 +78,8 @@ func PutPrefix(b []byte, p *Prefix) {
 	b[OffKind] = p.Kind
 	binary.BigEndian.PutUint16(b[OffFlags:], p.Flags)
 	binary.BigEndian.PutUint32(b[OffJobKey:], p.JobKey)
+	binary.BigEndian.PutUint16(b[OffDstEP:], p.DstEP)
+	binary.BigEndian.PutUint16(b[OffSrcEP:], p.SrcEP)
 }
 
 // ParsePrefix decodes the prefix of frame without checking who it is for.
@@ -77,14 +95,18 @@ func ParsePrefix(frame []byte) (Prefix, error) {
 	p.Kind = frame[OffKind]
 	p.Flags = binary.BigEndian.Uint16(frame[OffFlags:])
 	p.JobKey = binary.BigEndian.Uint32(frame[OffJobKey:])
+	p.DstEP = binary.BigEndian.Uint16(frame[OffDstEP:])
+	p.SrcEP = binary.BigEndian.Uint16(frame[OffSrcEP:])
 	return p, nil
 }
 
 // Filter is the software form of the kernel filters: it accepts a frame only
-// if it has the prefix, the EtherType, the wire version and the job key.
+// if it has the prefix, the EtherType, the wire version and the job key, and
+// is for the endpoint (or for every endpoint).
 type Filter struct {
 	EtherType uint16
 	JobKey    uint32
+	Endpoint  uint16
 }
 
 // Check reports why frame is not for this job, or nil if it is. It does not
@@ -102,7 +124,20 @@ func (f Filter) Check(frame []byte) error {
 	if binary.BigEndian.Uint32(frame[OffJobKey:]) != f.JobKey {
 		return ErrJobKey
 	}
+	if ep := binary.BigEndian.Uint16(frame[OffDstEP:]); ep != f.Endpoint && ep != EndpointAll {
+		return ErrEndpoint
+	}
 	return nil
+}
+
+// Addr is an endpoint's address: a MAC and an endpoint on that NIC.
+type Addr struct {
+	MAC [6]byte
+	EP  uint16
+}
+
+func (a Addr) String() string {
+	return fmt.Sprintf("%s.%d", net.HardwareAddr(a.MAC[:]), a.EP)
 }
 
 // MAC converts a 6-byte hardware address to an array; it returns false for
@@ -122,6 +157,9 @@ type Config struct {
 	EtherType uint16
 	// JobKey separates jobs that share a LAN.
 	JobKey uint32
+	// Endpoint is this device's endpoint on its NIC: 0 unless several
+	// users share the NIC, each with a device of its own.
+	Endpoint uint16
 	// BatchSize is the preferred frames per call; zero picks the driver's
 	// default.
 	BatchSize int
@@ -133,5 +171,5 @@ func (c Config) Filter() Filter {
 	if et == 0 {
 		et = DefaultEtherType
 	}
-	return Filter{EtherType: et, JobKey: c.JobKey}
+	return Filter{EtherType: et, JobKey: c.JobKey, Endpoint: c.Endpoint}
 }

@@ -160,6 +160,8 @@ func (c Config) WithDefaults() Config {
 // Endpoint is what both ends agreed on when the connection was made.
 type Endpoint struct {
 	Local, Remote   [6]byte // MAC addresses
+	LocalEP         uint16  // endpoints on the two NICs
+	RemoteEP        uint16
 	EtherType       uint16
 	JobKey          uint32
 	LocalVI         uint16
@@ -335,7 +337,7 @@ func NewConn(cfg Config, ep Endpoint, now Time) (*Conn, error) {
 		return nil, fmt.Errorf("reliability: frame capacity %d below header length %d", cfg.FrameCap, HeaderLen)
 	}
 	c := &Conn{cfg: cfg, ep: ep}
-	c.tpl = Header{Dst: ep.Remote, Src: ep.Local, EtherType: ep.EtherType, JobKey: ep.JobKey,
+	c.tpl = Header{Dst: ep.Remote, Src: ep.Local, DstEP: ep.RemoteEP, SrcEP: ep.LocalEP, EtherType: ep.EtherType, JobKey: ep.JobKey,
 		DstVI: ep.RemoteVI, SrcVI: ep.LocalVI, ConnID: ep.RemoteConnID}
 	c.win = cfg.Window
 	if ep.PeerRecvWindow > 0 && ep.PeerRecvWindow < c.win {

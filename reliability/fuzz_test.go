@@ -74,7 +74,7 @@ func TestParseRejects(t *testing.T) {
 		t.Errorf("unknown flag: %v", err)
 	}
 	bad = append([]byte(nil), good...)
-	bad[nic.OffVersion] = 2
+	bad[nic.OffVersion] = nic.Version + 1
 	if err := Parse(bad, &h); err != ErrVersion {
 		t.Errorf("unknown version: %v", err)
 	}

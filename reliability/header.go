@@ -9,7 +9,7 @@ import (
 	"github.com/ethervia/ethervia/nic"
 )
 
-// Byte offsets of the Ethervia transport header, which follows the 22-byte
+// Byte offsets of the Ethervia transport header, which follows the 26-byte
 // nic prefix. All fields are big endian. docs/wire.md is the normative
 // description.
 const (
@@ -89,6 +89,8 @@ type Header struct {
 	Kind      Kind
 	Flags     Flags
 	JobKey    uint32
+	// DstEP and SrcEP are the endpoints on the two NICs (nic.PrefixLen).
+	DstEP, SrcEP uint16
 
 	DstVI, SrcVI uint16
 	ConnID       uint32
@@ -147,7 +149,7 @@ func Put(frame []byte, h *Header) {
 func put(frame []byte, h *Header) {
 	_ = frame[HeaderLen-1]
 	nic.PutPrefix(frame, &nic.Prefix{Dst: h.Dst, Src: h.Src, EtherType: h.EtherType,
-		Version: nic.Version, Kind: uint8(h.Kind), Flags: uint16(h.Flags), JobKey: h.JobKey})
+		Version: nic.Version, Kind: uint8(h.Kind), Flags: uint16(h.Flags), JobKey: h.JobKey, DstEP: h.DstEP, SrcEP: h.SrcEP})
 	be := binary.BigEndian
 	be.PutUint16(frame[OffDstVI:], h.DstVI)
 	be.PutUint16(frame[OffSrcVI:], h.SrcVI)
@@ -199,6 +201,8 @@ func Parse(frame []byte, h *Header) error {
 	h.Kind = k
 	h.Flags = f
 	h.JobKey = be.Uint32(frame[nic.OffJobKey:])
+	h.DstEP = be.Uint16(frame[nic.OffDstEP:])
+	h.SrcEP = be.Uint16(frame[nic.OffSrcEP:])
 	h.DstVI = be.Uint16(frame[OffDstVI:])
 	h.SrcVI = be.Uint16(frame[OffSrcVI:])
 	h.ConnID = be.Uint32(frame[OffConnID:])

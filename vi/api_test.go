@@ -10,13 +10,14 @@ import (
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/reliability"
 )
 
 func TestAttributes(t *testing.T) {
 	sw := memnic.NewSwitch(1)
 	a := newHost(t, sw, 9000, memnic.Faults{}, Options{}, 0)
 	at := a.p.Attributes()
-	if at.MTU != 9000 || at.MaxTransfer < 1<<20 || at.QueueDepth <= 0 || at.MaxPayload != 9000+14-92 ||
+	if at.MTU != 9000 || at.MaxTransfer < 1<<20 || at.QueueDepth <= 0 || at.MaxPayload != 9000+14-reliability.HeaderLen ||
 		at.Reliability != Unreliable|ReliableDelivery|ReliableReception || !at.RDMARead || !at.RDMAWrite {
 		t.Fatalf("attributes %+v", at)
 	}

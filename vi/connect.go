@@ -24,6 +24,7 @@ type ConnRequest struct {
 	p            *Provider
 	remote       Address
 	remoteMAC    [6]byte
+	remoteEP     uint16
 	remoteVI     uint16
 	remoteConnID uint32
 	peerISN      reliability.Seq
@@ -66,7 +67,7 @@ func remoteAttrs(h *reliability.Header) RemoteAttributes {
 func (v *VI) connFrame(kind reliability.Kind, dstVI uint16, connID uint32) {
 	p := v.p
 	v.advCredit = v.recvMsn + uint32(v.rq.Back()-v.rqNext)
-	h := reliability.Header{Dst: v.remoteMAC, Src: p.mac, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+	h := reliability.Header{Dst: v.remoteMAC, Src: p.mac, DstEP: v.remoteEP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		Kind: kind, DstVI: dstVI, SrcVI: v.id, ConnID: connID, Seq: v.isn, Credit: v.advCredit,
 		Imm: v.localConnID, RAddr: v.remote.Discriminator, MsgLen: uint32(v.attrs.MaxTransfer),
 		Offset: uint32(p.opts.Window), RKey: attrBits(v.attrs)}
@@ -77,8 +78,8 @@ func (v *VI) connFrame(kind reliability.Kind, dstVI uint16, connID uint32) {
 }
 
 // rejectFrame answers a request with a Reject.
-func (p *Provider) rejectFrame(to [6]byte, dstVI uint16, connID uint32) {
-	h := reliability.Header{Dst: to, Src: p.mac, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+func (p *Provider) rejectFrame(to [6]byte, toEP uint16, dstVI uint16, connID uint32) {
+	h := reliability.Header{Dst: to, Src: p.mac, DstEP: toEP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		Kind: reliability.KindConnReject, DstVI: dstVI, ConnID: connID}
 	b := p.mgmtBuf()
 	reliability.Put(b, &h)
@@ -87,11 +88,11 @@ func (p *Provider) rejectFrame(to [6]byte, dstVI uint16, connID uint32) {
 }
 
 // begin prepares v for a new connection to remote. p.mu is held.
-func (v *VI) begin(mode connMode, remote Address, mac [6]byte) {
+func (v *VI) begin(mode connMode, remote Address, mac [6]byte, ep uint16) {
 	p := v.p
 	v.state, v.mode, v.rejected = Pending, mode, false
-	v.remote = Address{MAC: append(net.HardwareAddr(nil), mac[:]...), Discriminator: remote.Discriminator}
-	v.remoteMAC, v.remoteVI, v.remoteConnID = mac, 0, 0
+	v.remote = Address{MAC: append(net.HardwareAddr(nil), mac[:]...), Endpoint: ep, Discriminator: remote.Discriminator}
+	v.remoteMAC, v.remoteEP, v.remoteVI, v.remoteConnID = mac, ep, 0, 0
 	v.localConnID = p.nonce()
 	v.isn = reliability.Seq(p.rng.Uint32())
 	v.recvMsn = 0
@@ -105,7 +106,7 @@ func (v *VI) begin(mode connMode, remote Address, mac [6]byte) {
 // p.mu is held.
 func (v *VI) establish(now reliability.Time, remoteVI uint16, remoteConnID uint32, peerISN reliability.Seq, peerCredit uint32, peerWindow int) error {
 	p := v.p
-	ep := reliability.Endpoint{Local: p.mac, Remote: v.remoteMAC, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+	ep := reliability.Endpoint{Local: p.mac, Remote: v.remoteMAC, LocalEP: p.ep, RemoteEP: v.remoteEP, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		LocalVI: v.id, RemoteVI: remoteVI, LocalConnID: v.localConnID, RemoteConnID: remoteConnID,
 		ISN: v.isn, PeerISN: peerISN, PeerCredit: peerCredit, PeerRecvWindow: peerWindow, InitialRecvCred: v.advCredit}
 	cfg := reliability.Config{Level: v.attrs.Reliability, FrameCap: p.frameCap, Window: p.opts.Window,
@@ -140,7 +141,7 @@ func (v *VI) ConnectRequest(ctx context.Context, remote Address) error {
 		p.mu.Unlock()
 		return fmt.Errorf("vi %d: connect: %w: %v", v.id, ErrState, st)
 	}
-	v.begin(modeClient, remote, mac)
+	v.begin(modeClient, remote, mac, remote.Endpoint)
 	v.connFrame(reliability.KindConnReq, 0, 0)
 	attempt := v.localConnID
 	p.mu.Unlock()
@@ -163,12 +164,12 @@ func (v *VI) ConnectPeer(ctx context.Context, remote Address) error {
 		return fmt.Errorf("vi %d: connect peer: %w: %v", v.id, ErrState, st)
 	}
 	for _, o := range p.vis {
-		if o != nil && o != v && o.mode == modePeer && o.remoteMAC == mac && o.remote.Discriminator == remote.Discriminator {
+		if o != nil && o != v && o.mode == modePeer && o.remoteMAC == mac && o.remoteEP == remote.Endpoint && o.remote.Discriminator == remote.Discriminator {
 			p.mu.Unlock()
 			return fmt.Errorf("vi %d: connect peer: %w: VI %d already uses %v", v.id, ErrState, o.id, remote)
 		}
 	}
-	v.begin(modePeer, remote, mac)
+	v.begin(modePeer, remote, mac, remote.Endpoint)
 	v.connFrame(reliability.KindPeerReq, 0, 0)
 	attempt := v.localConnID
 	p.mu.Unlock()
@@ -305,7 +306,7 @@ func (r *ConnRequest) Accept(v *VI) error {
 		return fmt.Errorf("vi %d: accept: %w: reliability %v, requested %v", v.id, ErrAttributes, v.attrs.Reliability, r.attrs.Reliability)
 	}
 	r.handled = true
-	v.begin(modeServer, r.remote, r.remoteMAC)
+	v.begin(modeServer, r.remote, r.remoteMAC, r.remoteEP)
 	v.advCredit = v.recvMsn + uint32(v.rq.Back()-v.rqNext)
 	if err := v.establish(p.now(), r.remoteVI, r.remoteConnID, r.peerISN, r.peerCredit, r.peerWindow); err != nil {
 		v.state, v.mode = Idle, modeNone
@@ -325,7 +326,7 @@ func (r *ConnRequest) Reject() error {
 	}
 	r.handled, r.rejected = true, true
 	if !p.closed {
-		p.rejectFrame(r.remoteMAC, r.remoteVI, r.remoteConnID)
+		p.rejectFrame(r.remoteMAC, r.remoteEP, r.remoteVI, r.remoteConnID)
 	}
 	return nil
 }
@@ -346,7 +347,7 @@ func (p *Provider) ConnRequests() uint64 { return p.connQueued.Load() }
 // onConnReq records a client's request, or answers a repeated one.
 func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	for _, v := range p.vis {
-		if v != nil && v.mode == modeServer && v.conn != nil && v.remoteMAC == h.Src && v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm {
+		if v != nil && v.mode == modeServer && v.conn != nil && v.remoteMAC == h.Src && v.remoteEP == h.SrcEP && v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm {
 			v.connFrame(reliability.KindConnAccept, v.remoteVI, v.remoteConnID) // our Accept was lost
 			p.stats.RepeatedRequests++
 			return
@@ -361,11 +362,11 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	clear(p.connReqs[len(keep):])
 	p.connReqs = keep
 	for _, q := range p.connReqs {
-		if q.remoteMAC == h.Src && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
+		if q.remoteMAC == h.Src && q.remoteEP == h.SrcEP && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
 			q.at = now
 			p.stats.RepeatedRequests++
 			if q.rejected {
-				p.rejectFrame(q.remoteMAC, q.remoteVI, q.remoteConnID) // our Reject was lost
+				p.rejectFrame(q.remoteMAC, q.remoteEP, q.remoteVI, q.remoteConnID) // our Reject was lost
 			}
 			return
 		}
@@ -375,8 +376,8 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 		return
 	}
 	p.connReqs = append(p.connReqs, &ConnRequest{p: p,
-		remote:    Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Discriminator: h.RAddr},
-		remoteMAC: h.Src, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
+		remote:    Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Endpoint: h.SrcEP, Discriminator: h.RAddr},
+		remoteMAC: h.Src, remoteEP: h.SrcEP, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
 		peerWindow: int(h.Offset), attrs: remoteAttrs(h), at: now})
 	p.connQueued.Add(1)
 	wake.Signal(p.connWake)
@@ -389,7 +390,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 		return
 	}
 	for _, v := range p.vis {
-		if v == nil || v.mode != modePeer || v.remoteMAC != h.Src || v.remote.Discriminator != h.RAddr {
+		if v == nil || v.mode != modePeer || v.remoteMAC != h.Src || v.remoteEP != h.SrcEP || v.remote.Discriminator != h.RAddr {
 			continue
 		}
 		switch v.state {
@@ -398,7 +399,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 				// The pair can never connect: tell the peer, and end our
 				// own attempt the same way, or whichever side hears the
 				// other first would give up while the other waits on.
-				p.rejectFrame(h.Src, h.SrcVI, h.Imm)
+				p.rejectFrame(h.Src, h.SrcEP, h.SrcVI, h.Imm)
 				v.state, v.mode, v.rejected = Idle, modeNone, true
 				wake.Signal(v.stateWake)
 				return
@@ -418,7 +419,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 
 // onConnReply handles an Accept or Reject sent to v.
 func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
-	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) && h.ConnID == v.localConnID && h.Src == v.remoteMAC {
+	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) && h.ConnID == v.localConnID && h.Src == v.remoteMAC && h.SrcEP == v.remoteEP {
 		if h.Kind == reliability.KindConnReject {
 			v.state, v.mode, v.rejected = Idle, modeNone, true
 			wake.Signal(v.stateWake)
@@ -430,7 +431,7 @@ func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
 		return
 	}
 	if h.Kind == reliability.KindConnAccept {
-		if v.conn != nil && h.Src == v.remoteMAC && h.SrcVI == v.remoteVI && h.Imm == v.remoteConnID {
+		if v.conn != nil && h.Src == v.remoteMAC && h.SrcEP == v.remoteEP && h.SrcVI == v.remoteVI && h.Imm == v.remoteConnID {
 			return // a repeated Accept of our connection
 		}
 		v.p.noConnection(now, h, v)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"net"
 	"sync"
 	"time"
 
@@ -16,22 +15,22 @@ import (
 )
 
 // Datagrams are frames of the kinds reserved for layers above the provider
-// (MinDatagramKind and up, docs/wire.md). They use the 22-byte prefix, a
+// (MinDatagramKind and up, docs/wire.md). They use the 26-byte prefix, a
 // length and a CRC32C, and no connection: no sequence numbers, no
 // acknowledgement, no retransmission. The layer above makes them reliable
 // if it needs to (mplite's multicast Bcast does). Layout after the prefix:
 //
-//	22 2 length   payload bytes
-//	24 4 crc      CRC32C of bytes [0, 24) and [28, 28+length)
-//	28 - payload
+//	26 2 length   payload bytes
+//	28 4 crc      CRC32C of bytes [0, 28) and [32, 32+length)
+//	32 - payload
 const (
 	// MinDatagramKind is the first kind value of the datagram range.
 	MinDatagramKind = 0x80
 	// DatagramHeaderLen is the prefix plus length and CRC.
-	DatagramHeaderLen = 28
+	DatagramHeaderLen = nic.PrefixLen + 6
 
-	dgOffLength = 22
-	dgOffCRC    = 24
+	dgOffLength = nic.PrefixLen
+	dgOffCRC    = nic.PrefixLen + 2
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -46,10 +45,11 @@ var (
 
 // Datagram is a decoded datagram frame.
 type Datagram struct {
-	Dst, Src  [6]byte
-	EtherType uint16
-	Kind      uint8
-	JobKey    uint32
+	Dst, Src     [6]byte
+	DstEP, SrcEP uint16
+	EtherType    uint16
+	Kind         uint8
+	JobKey       uint32
 	// Payload aliases the frame it was parsed from.
 	Payload []byte
 }
@@ -74,7 +74,7 @@ func PutDatagram(b []byte, d *Datagram) (int, error) {
 // (d.Payload is ignored), and its CRC.
 func putDatagramHeader(frame []byte, d *Datagram) {
 	nic.PutPrefix(frame, &nic.Prefix{Dst: d.Dst, Src: d.Src, EtherType: d.EtherType, Version: nic.Version,
-		Kind: d.Kind, JobKey: d.JobKey})
+		Kind: d.Kind, JobKey: d.JobKey, DstEP: d.DstEP, SrcEP: d.SrcEP})
 	binary.BigEndian.PutUint16(frame[dgOffLength:], uint16(len(frame)-DatagramHeaderLen))
 	binary.BigEndian.PutUint32(frame[dgOffCRC:], datagramCRC(frame))
 }
@@ -109,6 +109,8 @@ func ParseDatagram(frame []byte, d *Datagram) error {
 	d.EtherType = binary.BigEndian.Uint16(frame[nic.OffEtherType:])
 	d.Kind = frame[nic.OffKind]
 	d.JobKey = binary.BigEndian.Uint32(frame[nic.OffJobKey:])
+	d.DstEP = binary.BigEndian.Uint16(frame[nic.OffDstEP:])
+	d.SrcEP = binary.BigEndian.Uint16(frame[nic.OffSrcEP:])
 	d.Payload = frame[DatagramHeaderLen:n]
 	return nil
 }
@@ -137,7 +139,7 @@ type DatagramPort struct {
 	mu     sync.Mutex // guards the ring indices, stats and closed
 	slots  [][]byte   // payload copies, maxPay bytes each
 	lens   []int
-	srcs   [][6]byte
+	srcs   []nic.Addr
 	head   int
 	n      int
 	closed bool
@@ -181,11 +183,9 @@ func (d *DatagramPort) BatchBuffer(i int) []byte {
 
 // SendBatch sends datagrams 0..len(lens)-1 of the batch, datagram i
 // carrying the first lens[i] bytes of BatchBuffer(i), to dst, with one
-// device send (one system call on the kernel drivers).
-func (d *DatagramPort) SendBatch(dst net.HardwareAddr, lens []int) error {
-	if len(dst) != 6 {
-		return fmt.Errorf("vi: datagram to %v: not a MAC-48", dst)
-	}
+// device send (one system call on the kernel drivers). A group address
+// wants nic.EndpointAll as its endpoint.
+func (d *DatagramPort) SendBatch(dst nic.Addr, lens []int) error {
 	if len(lens) > DatagramBatch {
 		return fmt.Errorf("vi: datagram batch of %d (max %d)", len(lens), DatagramBatch)
 	}
@@ -193,8 +193,7 @@ func (d *DatagramPort) SendBatch(dst net.HardwareAddr, lens []int) error {
 		d.BatchBuffer(0) // make the batch
 	}
 	p := d.p
-	g := Datagram{Src: p.mac, EtherType: p.opts.EtherType, Kind: d.kind, JobKey: p.opts.JobKey}
-	copy(g.Dst[:], dst)
+	g := Datagram{Dst: dst.MAC, Src: p.mac, DstEP: dst.EP, SrcEP: p.ep, EtherType: p.opts.EtherType, Kind: d.kind, JobKey: p.opts.JobKey}
 	d.bmu.Lock()
 	defer d.bmu.Unlock()
 	d.bout = d.bout[:0]
@@ -237,7 +236,7 @@ func (p *Provider) OpenDatagram(kind uint8, depth int) (*DatagramPort, error) {
 	}
 	maxPay := min(p.mtu+nic.EthHeaderLen-DatagramHeaderLen, 0xffff)
 	d := &DatagramPort{p: p, kind: kind, maxPay: maxPay, slots: make([][]byte, depth), lens: make([]int, depth),
-		srcs: make([][6]byte, depth), wake: make(chan struct{}, 1), txb: make([]byte, DatagramHeaderLen+maxPay),
+		srcs: make([]nic.Addr, depth), wake: make(chan struct{}, 1), txb: make([]byte, DatagramHeaderLen+maxPay),
 		txv: make([][]byte, 1)}
 	buf := make([]byte, depth*maxPay)
 	for i := range d.slots {
@@ -265,7 +264,7 @@ func (p *Provider) datagramInput(frame []byte) {
 	}
 	var g Datagram
 	if ParseDatagram(frame, &g) != nil || g.JobKey != p.opts.JobKey || g.EtherType != p.opts.EtherType ||
-		(g.Dst != p.mac && g.Dst[0]&1 == 0) {
+		(g.Dst[0]&1 == 0 && (g.Dst != p.mac || g.DstEP != p.ep && g.DstEP != nic.EndpointAll)) {
 		d.mu.Lock()
 		d.stats.Bad++
 		d.mu.Unlock()
@@ -279,7 +278,7 @@ func (p *Provider) datagramInput(frame []byte) {
 	}
 	i := (d.head + d.n) % len(d.slots)
 	d.lens[i] = copy(d.slots[i], g.Payload)
-	d.srcs[i] = g.Src
+	d.srcs[i] = nic.Addr{MAC: g.Src, EP: g.SrcEP}
 	d.n++
 	d.stats.Received++
 	d.mu.Unlock()
@@ -300,20 +299,17 @@ func (d *DatagramPort) Stats() DatagramStats {
 	return d.stats
 }
 
-// SendTo sends payload to dst (a unicast, multicast or broadcast MAC) at
-// once, unreliably.
-func (d *DatagramPort) SendTo(dst net.HardwareAddr, payload []byte) error {
-	if len(dst) != 6 {
-		return fmt.Errorf("vi: datagram to %v: not a MAC-48", dst)
-	}
+// SendTo sends payload to dst (a unicast, multicast or broadcast MAC, the
+// last two with nic.EndpointAll) at once, unreliably.
+func (d *DatagramPort) SendTo(dst nic.Addr, payload []byte) error {
 	if len(payload) > d.maxPay {
 		return fmt.Errorf("vi: datagram of %d bytes (max %d): %w", len(payload), d.maxPay, ErrDatagramSize)
 	}
 	p := d.p
 	d.txMu.Lock()
 	defer d.txMu.Unlock()
-	g := Datagram{Src: p.mac, EtherType: p.opts.EtherType, Kind: d.kind, JobKey: p.opts.JobKey, Payload: payload}
-	copy(g.Dst[:], dst)
+	g := Datagram{Dst: dst.MAC, Src: p.mac, DstEP: dst.EP, SrcEP: p.ep, EtherType: p.opts.EtherType, Kind: d.kind,
+		JobKey: p.opts.JobKey, Payload: payload}
 	n, err := PutDatagram(d.txb, &g) // copies the payload: the caller may reuse it at once
 	if err != nil {
 		return err
@@ -342,7 +338,7 @@ func (d *DatagramPort) SendTo(dst net.HardwareAddr, payload []byte) error {
 // Next returns the oldest waiting datagram without copying it: payload is
 // valid until Release. With nothing waiting it makes progress once (receives
 // what the device holds) and looks again; ok is false if still nothing.
-func (d *DatagramPort) Next() (payload []byte, src [6]byte, ok bool) {
+func (d *DatagramPort) Next() (payload []byte, src nic.Addr, ok bool) {
 	if !d.waiting() {
 		p := d.p
 		p.mu.Lock()
@@ -372,7 +368,7 @@ func (d *DatagramPort) Release() {
 // Recv copies the oldest waiting datagram into buf (truncating it to
 // len(buf)) and returns its length as copied and its source. It never
 // blocks; ok is false when nothing waits.
-func (d *DatagramPort) Recv(buf []byte) (n int, src [6]byte, ok bool) {
+func (d *DatagramPort) Recv(buf []byte) (n int, src nic.Addr, ok bool) {
 	pl, src, ok := d.Next()
 	if !ok {
 		return 0, src, false

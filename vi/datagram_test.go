@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -11,8 +12,14 @@ import (
 	"github.com/ethervia/ethervia/nic/memnic"
 )
 
+// unicast is the address of endpoint 0 at hw.
+func unicast(hw net.HardwareAddr) nic.Addr {
+	a, _ := nic.MAC(hw)
+	return nic.Addr{MAC: a}
+}
+
 // recvDatagram waits up to a second for a datagram on d.
-func recvDatagram(t *testing.T, d *DatagramPort, buf []byte) (int, [6]byte) {
+func recvDatagram(t *testing.T, d *DatagramPort, buf []byte) (int, nic.Addr) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -56,15 +63,15 @@ func TestDatagramUnicastAndMulticast(t *testing.T) {
 		for i := range pl {
 			pl[i] = byte(i*31 + size)
 		}
-		if err := da.SendTo(b.dev.HardwareAddr(), pl); err != nil {
+		if err := da.SendTo(unicast(b.dev.HardwareAddr()), pl); err != nil {
 			t.Fatal(err)
 		}
 		n, src := recvDatagram(t, db, buf)
-		if !bytes.Equal(buf[:n], pl) || src != a.p.mac {
+		if !bytes.Equal(buf[:n], pl) || src.MAC != a.p.mac {
 			t.Fatalf("size %d: got %d bytes from %x", size, n, src)
 		}
 	}
-	if err := da.SendTo(b.dev.HardwareAddr(), make([]byte, da.MaxPayload()+1)); !errors.Is(err, ErrDatagramSize) {
+	if err := da.SendTo(unicast(b.dev.HardwareAddr()), make([]byte, da.MaxPayload()+1)); !errors.Is(err, ErrDatagramSize) {
 		t.Fatalf("oversize: %v", err)
 	}
 	// Multicast reaches the port that joined the group, not the other.
@@ -72,7 +79,7 @@ func TestDatagramUnicastAndMulticast(t *testing.T) {
 	if err := c.port.JoinMulticast(g[:]); err != nil {
 		t.Fatal(err)
 	}
-	if err := da.SendTo(g[:], []byte("group")); err != nil {
+	if err := da.SendTo(nic.Addr{MAC: g, EP: nic.EndpointAll}, []byte("group")); err != nil {
 		t.Fatal(err)
 	}
 	n, _ := recvDatagram(t, dc, buf)
@@ -85,7 +92,7 @@ func TestDatagramUnicastAndMulticast(t *testing.T) {
 	}
 	// The ring drops what does not fit, and counts it.
 	for i := range 12 {
-		if err := da.SendTo(b.dev.HardwareAddr(), []byte{byte(i)}); err != nil {
+		if err := da.SendTo(unicast(b.dev.HardwareAddr()), []byte{byte(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,7 +157,7 @@ func TestDatagramNoAllocs(t *testing.T) {
 	db, _ := b.p.OpenDatagram(0x90, 8)
 	defer da.Close()
 	defer db.Close()
-	dst := b.dev.HardwareAddr()
+	dst := unicast(b.dev.HardwareAddr())
 	pl := make([]byte, 200)
 	buf := make([]byte, 200)
 	// Warm up the switch's buffers.
@@ -221,13 +228,13 @@ func TestDatagramSendBatch(t *testing.T) {
 	for j := range lens[DatagramBatch-1] {
 		da.BatchBuffer(DatagramBatch - 1)[j] = byte(DatagramBatch - 1 + j*3)
 	}
-	if err := da.SendBatch(b.dev.HardwareAddr(), lens); err != nil {
+	if err := da.SendBatch(unicast(b.dev.HardwareAddr()), lens); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, da.MaxPayload())
 	for i := range lens {
 		n, src := recvDatagram(t, db, buf)
-		if n != lens[i] || src != a.p.mac {
+		if n != lens[i] || src.MAC != a.p.mac {
 			t.Fatalf("datagram %d: %d bytes from %x, want %d", i, n, src, lens[i])
 		}
 		for j := range n {
@@ -239,10 +246,10 @@ func TestDatagramSendBatch(t *testing.T) {
 	if st := da.Stats(); st.Sent != DatagramBatch {
 		t.Fatalf("sent %d, want %d", st.Sent, DatagramBatch)
 	}
-	if err := da.SendBatch(b.dev.HardwareAddr(), []int{da.MaxPayload() + 1}); !errors.Is(err, ErrDatagramSize) {
+	if err := da.SendBatch(unicast(b.dev.HardwareAddr()), []int{da.MaxPayload() + 1}); !errors.Is(err, ErrDatagramSize) {
 		t.Fatalf("oversize batch entry: %v", err)
 	}
-	dst := b.dev.HardwareAddr()
+	dst := unicast(b.dev.HardwareAddr())
 	allocs := testing.AllocsPerRun(50, func() {
 		if err := da.SendBatch(dst, lens[:4]); err != nil {
 			t.Fatal(err)

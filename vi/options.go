@@ -200,14 +200,22 @@ type RemoteAttributes struct {
 	EnableRDMAWrite, EnableRDMARead bool
 }
 
-// Address names a VI endpoint on the network: the host's MAC address and a
-// discriminator chosen by the consumers (like a port number).
+// Address names a VI endpoint on the network: the host's MAC address, the
+// endpoint on that NIC (0 unless several providers share it, see
+// nic.Config.Endpoint) and a discriminator chosen by the consumers (like a
+// port number).
 type Address struct {
 	MAC           net.HardwareAddr
+	Endpoint      uint16
 	Discriminator uint64
 }
 
-func (a Address) String() string { return fmt.Sprintf("%v/%d", a.MAC, a.Discriminator) }
+func (a Address) String() string {
+	if a.Endpoint != 0 {
+		return fmt.Sprintf("%v.%d/%d", a.MAC, a.Endpoint, a.Discriminator)
+	}
+	return fmt.Sprintf("%v/%d", a.MAC, a.Discriminator)
+}
 
 // State is a VI's connection state.
 type State uint8

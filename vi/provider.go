@@ -51,6 +51,7 @@ type Provider struct {
 	dev      nic.Device
 	opts     Options
 	mac      [6]byte
+	ep       uint16 // the device's endpoint on its NIC (Options.Endpoint)
 	mtu      int
 	frameCap int
 	payload  int // payload bytes per frame
@@ -148,6 +149,7 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 		dev:          dev,
 		opts:         o,
 		mac:          mac,
+		ep:           opts.Endpoint,
 		mtu:          mtu,
 		frameCap:     nic.FrameCap(mtu),
 		payload:      payload,
@@ -417,7 +419,7 @@ func (p *Provider) input(now reliability.Time, frame []byte) {
 		p.stats.BadFrames++
 		return
 	}
-	if h.Dst != p.mac || h.JobKey != p.opts.JobKey || h.EtherType != p.opts.EtherType {
+	if h.Dst != p.mac || h.DstEP != p.ep || h.JobKey != p.opts.JobKey || h.EtherType != p.opts.EtherType {
 		p.stats.Strays++
 		return
 	}
@@ -442,7 +444,7 @@ func (p *Provider) input(now reliability.Time, frame []byte) {
 		v.onConnReply(now, &h)
 		return
 	}
-	if v.conn == nil || h.Src != v.remoteMAC || h.SrcVI != v.remoteVI || h.ConnID != v.localConnID {
+	if v.conn == nil || h.Src != v.remoteMAC || h.SrcEP != v.remoteEP || h.SrcVI != v.remoteVI || h.ConnID != v.localConnID {
 		p.stats.Strays++
 		p.noConnection(now, &h, v)
 		return
@@ -460,12 +462,12 @@ func (p *Provider) noConnection(now reliability.Time, h *reliability.Header, v *
 		now-p.lastNoConn < reliability.Time(time.Millisecond) {
 		return
 	}
-	r := reliability.Header{Dst: h.Src, Src: p.mac, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+	r := reliability.Header{Dst: h.Src, Src: p.mac, DstEP: h.SrcEP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		Kind: reliability.KindDisconnect, DstVI: h.SrcVI, SrcVI: h.DstVI, Msg: uint32(reliability.ReasonNoConnection)}
 	switch {
 	case h.Kind == reliability.KindConnAccept:
 		r.ConnID = h.Imm
-	case v.prev.remoteConnID != 0 && h.Src == v.prev.remoteMAC && h.SrcVI == v.prev.remoteVI && h.ConnID == v.prev.localConnID:
+	case v.prev.remoteConnID != 0 && h.Src == v.prev.remoteMAC && h.SrcEP == v.prev.remoteEP && h.SrcVI == v.prev.remoteVI && h.ConnID == v.prev.localConnID:
 		r.ConnID = v.prev.remoteConnID
 		r.Msg = uint32(v.prev.reason)
 	default:

@@ -26,6 +26,7 @@ type VI struct {
 	mode         connMode
 	remote       Address
 	remoteMAC    [6]byte
+	remoteEP     uint16
 	remoteVI     uint16
 	localConnID  uint32
 	remoteConnID uint32
@@ -84,6 +85,7 @@ const (
 // answered with a Disconnect.
 type prevConn struct {
 	remoteMAC    [6]byte
+	remoteEP     uint16
 	remoteVI     uint16
 	localConnID  uint32
 	remoteConnID uint32
@@ -680,7 +682,7 @@ func (v *VI) disconnectLocked(now reliability.Time, reason reliability.Reason) {
 		if v.conn != nil {
 			p.service(v, now) // sends the Disconnect
 			p.sendTx()
-			v.prev = prevConn{remoteMAC: v.remoteMAC, remoteVI: v.remoteVI, localConnID: v.localConnID,
+			v.prev = prevConn{remoteMAC: v.remoteMAC, remoteEP: v.remoteEP, remoteVI: v.remoteVI, localConnID: v.localConnID,
 				remoteConnID: v.remoteConnID, reason: reason}
 			v.stats.Stats = v.stats.Stats.Add(v.conn.Stats())
 		}

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"net"
 	"time"
 
 	"github.com/ethervia/ethervia/nic"
@@ -46,7 +45,10 @@ const (
 
 // Announcement is a decoded announcement frame.
 type Announcement struct {
-	Src           [6]byte
+	Src [6]byte
+	// Endpoint is the sender's endpoint on its NIC (the prefix's source
+	// endpoint).
+	Endpoint      uint16
 	Rank, Size    int
 	Rail          int
 	Done, AllDone bool
@@ -77,6 +79,7 @@ func Parse(frame []byte) (Announcement, error) {
 		return a, ErrChecksum
 	}
 	copy(a.Src[:], frame[6:12])
+	a.Endpoint = binary.BigEndian.Uint16(frame[nic.OffSrcEP:])
 	rank := binary.BigEndian.Uint32(frame[offRank:])
 	size := binary.BigEndian.Uint32(frame[offSize:])
 	if size == 0 || size > 1<<20 || rank >= size {
@@ -97,9 +100,10 @@ type Config struct {
 	Rank, Size int
 	// Rail is the rail index this device serves, carried for diagnostics.
 	Rail int
-	// EtherType and JobKey must match the device's filter.
+	// EtherType, JobKey and Endpoint must match the device's filter.
 	EtherType uint16
 	JobKey    uint32
+	Endpoint  uint16
 	// Period between announcements; zero means DefaultPeriod(Size).
 	Period time.Duration
 	// Linger is how many quiet periods a finished rank waits for stragglers;
@@ -119,10 +123,10 @@ func DefaultPeriod(size int) time.Duration {
 	return max(5*time.Millisecond, time.Duration(size)*perRankPeriod)
 }
 
-// Discover finds every rank's MAC address on dev's network. It returns them
-// indexed by rank (its own included), or an error naming the ranks it never
-// heard when ctx ends.
-func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]net.HardwareAddr, error) {
+// Discover finds every rank's address (MAC and endpoint) on dev's network.
+// It returns them indexed by rank (its own included), or an error naming the
+// ranks it never heard when ctx ends.
+func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]nic.Addr, error) {
 	if cfg.Size < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.Size {
 		return nil, fmt.Errorf("bootstrap: rank %d of %d", cfg.Rank, cfg.Size)
 	}
@@ -141,14 +145,14 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]net.HardwareAd
 	}
 	s := &state{
 		cfg:   cfg,
-		macs:  make([][6]byte, cfg.Size),
+		addrs: make([]nic.Addr, cfg.Size),
 		heard: make([]bool, cfg.Size),
 		done:  make([]bool, cfg.Size),
 	}
-	s.macs[cfg.Rank], s.heard[cfg.Rank] = self, true
+	s.addrs[cfg.Rank], s.heard[cfg.Rank] = nic.Addr{MAC: self, EP: cfg.Endpoint}, true
 	s.nHeard = 1
 	if cfg.Size == 1 {
-		return []net.HardwareAddr{net.HardwareAddr(self[:])}, nil
+		return s.result(), nil
 	}
 
 	out := make([]byte, msgLen)
@@ -208,7 +212,7 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]net.HardwareAd
 
 type state struct {
 	cfg           Config
-	macs          [][6]byte
+	addrs         []nic.Addr
 	heard, done   []bool
 	nHeard, nDone int
 }
@@ -217,14 +221,15 @@ func (s *state) hear(a Announcement) error {
 	if a.Size != s.cfg.Size {
 		return fmt.Errorf("%w: rank %d (%x) says %d, this rank %d", ErrSizeMismatch, a.Rank, a.Src, a.Size, s.cfg.Size)
 	}
-	if a.Rank == s.cfg.Rank && a.Src != s.macs[s.cfg.Rank] {
-		return fmt.Errorf("%w: %d is claimed by %x and by this host", ErrDuplicateRank, a.Rank, a.Src)
+	from := nic.Addr{MAC: a.Src, EP: a.Endpoint}
+	if a.Rank == s.cfg.Rank && from != s.addrs[s.cfg.Rank] {
+		return fmt.Errorf("%w: %d is claimed by %v and by this rank", ErrDuplicateRank, a.Rank, from)
 	}
-	if s.heard[a.Rank] && s.macs[a.Rank] != a.Src {
-		return fmt.Errorf("%w: %d is claimed by %x and %x", ErrDuplicateRank, a.Rank, s.macs[a.Rank], a.Src)
+	if s.heard[a.Rank] && s.addrs[a.Rank] != from {
+		return fmt.Errorf("%w: %d is claimed by %v and %v", ErrDuplicateRank, a.Rank, s.addrs[a.Rank], from)
 	}
 	if !s.heard[a.Rank] {
-		s.heard[a.Rank], s.macs[a.Rank] = true, a.Src
+		s.heard[a.Rank], s.addrs[a.Rank] = true, from
 		s.nHeard++
 	}
 	if a.Done && !s.done[a.Rank] {
@@ -260,6 +265,7 @@ func (s *state) announce(out []byte, self [6]byte) {
 	nic.PutPrefix(out, &nic.Prefix{
 		Dst: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Src: self,
 		EtherType: s.cfg.EtherType, Version: nic.Version, Kind: KindAnnounce, JobKey: s.cfg.JobKey,
+		DstEP: nic.EndpointAll, SrcEP: s.cfg.Endpoint,
 	})
 	binary.BigEndian.PutUint32(out[offRank:], uint32(s.cfg.Rank))
 	binary.BigEndian.PutUint32(out[offSize:], uint32(s.cfg.Size))
@@ -268,13 +274,7 @@ func (s *state) announce(out []byte, self [6]byte) {
 	binary.BigEndian.PutUint32(out[offCRC:], crc32.Checksum(out[:offCRC], castagnoli))
 }
 
-func (s *state) result() []net.HardwareAddr {
-	out := make([]net.HardwareAddr, s.cfg.Size)
-	for i := range out {
-		out[i] = net.HardwareAddr(append([]byte(nil), s.macs[i][:]...))
-	}
-	return out
-}
+func (s *state) result() []nic.Addr { return append([]nic.Addr(nil), s.addrs...) }
 
 func (s *state) missing() string {
 	var never []int

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func discoverAll(t *testing.T, ps []*memnic.Port, delay func(rank int) time.Dura
 			macs, err := Discover(ctx, p, Config{Rank: r, Size: len(ps), JobKey: job})
 			var s []string
 			for _, m := range macs {
-				s = append(s, m.String())
+				s = append(s, net.HardwareAddr(m.MAC[:]).String())
 			}
 			res <- result{r, s, err}
 		}()
@@ -148,11 +149,11 @@ func TestBadConfig(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
-	s := &state{cfg: Config{Rank: 1, Size: 4, Rail: 2, JobKey: job, EtherType: nic.DefaultEtherType}, macs: make([][6]byte, 4), heard: make([]bool, 4), done: make([]bool, 4)}
+	s := &state{cfg: Config{Rank: 1, Size: 4, Rail: 2, JobKey: job, EtherType: nic.DefaultEtherType, Endpoint: 3}, addrs: make([]nic.Addr, 4), heard: make([]bool, 4), done: make([]bool, 4)}
 	out := make([]byte, msgLen)
 	s.announce(out, [6]byte{2, 0, 0, 0, 0, 9})
 	a, err := Parse(out)
-	if err != nil || a.Rank != 1 || a.Size != 4 || a.Rail != 2 || a.Done || a.Src != [6]byte{2, 0, 0, 0, 0, 9} {
+	if err != nil || a.Rank != 1 || a.Size != 4 || a.Rail != 2 || a.Done || a.Src != [6]byte{2, 0, 0, 0, 0, 9} || a.Endpoint != 3 {
 		t.Fatalf("round trip: %+v %v", a, err)
 	}
 	bad := append([]byte(nil), out...)
@@ -171,7 +172,7 @@ func TestParseRejects(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	s := &state{cfg: Config{Rank: 1, Size: 4, JobKey: job, EtherType: nic.DefaultEtherType}, macs: make([][6]byte, 4), heard: make([]bool, 4), done: make([]bool, 4)}
+	s := &state{cfg: Config{Rank: 1, Size: 4, JobKey: job, EtherType: nic.DefaultEtherType}, addrs: make([]nic.Addr, 4), heard: make([]bool, 4), done: make([]bool, 4)}
 	out := make([]byte, msgLen)
 	s.announce(out, [6]byte{2, 0, 0, 0, 0, 9})
 	f.Add(out)
@@ -186,22 +187,29 @@ func FuzzParse(f *testing.F) {
 
 func TestHostfile(t *testing.T) {
 	good := "# job 7\n1 02:00:00:00:01:00,02:00:00:00:01:01\n\n0 02:00:00:00:00:00,02:00:00:00:00:01\n"
-	m, err := ParseHostfile(strings.NewReader(good), 2, 2)
+	m, eps, err := ParseHostfile(strings.NewReader(good), 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m[1][1].String() != "02:00:00:00:01:01" || m[0][0].String() != "02:00:00:00:00:00" {
-		t.Fatalf("parsed %v", m)
+	if m[1][1].String() != "02:00:00:00:01:01" || m[0][0].String() != "02:00:00:00:00:00" || eps[0] != 0 || eps[1] != 0 {
+		t.Fatalf("parsed %v %v", m, eps)
+	}
+	// Two ranks of one host: one MAC, two endpoints.
+	m, eps, err = ParseHostfile(strings.NewReader("0 02:00:00:00:00:00 0\n1 02:00:00:00:00:00 1\n"), 2, 1)
+	if err != nil || m[0][0].String() != m[1][0].String() || eps[0] != 0 || eps[1] != 1 {
+		t.Fatalf("endpoints: %v %v %v", m, eps, err)
 	}
 	for _, bad := range []string{
-		"0 02:00:00:00:00:00\n",                        // rank 1 missing
-		"0 02:00:00:00:00:00\n0 02:00:00:00:00:01\n",   // twice
-		"0 02:00:00:00:00:00\n2 02:00:00:00:00:01\n",   // out of range
-		"0 02:00:00:00:00:00\n1 nonsense\n",            // bad MAC
-		"0 02:00:00:00:00:00 x\n1 02:00:00:00:00:01\n", // extra field
+		"0 02:00:00:00:00:00\n",                            // rank 1 missing
+		"0 02:00:00:00:00:00\n0 02:00:00:00:00:01\n",       // twice
+		"0 02:00:00:00:00:00\n2 02:00:00:00:00:01\n",       // out of range
+		"0 02:00:00:00:00:00\n1 nonsense\n",                // bad MAC
+		"0 02:00:00:00:00:00 x\n1 02:00:00:00:00:01\n",     // bad endpoint
+		"0 02:00:00:00:00:00 65535\n1 02:00:00:00:00:01\n", // every endpoint is no endpoint
+		"0 02:00:00:00:00:00 1 2\n1 02:00:00:00:00:01\n",   // extra field
 		"0 00:00:00:00:00:00:00:00\n1 02:00:00:00:00:01\n",
 	} {
-		if _, err := ParseHostfile(strings.NewReader(bad), 2, 1); err == nil {
+		if _, _, err := ParseHostfile(strings.NewReader(bad), 2, 1); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
 	}
@@ -214,11 +222,11 @@ func FuzzHostfile(f *testing.F) {
 		if size > 64 || rails > 8 {
 			return
 		}
-		m, err := ParseHostfile(strings.NewReader(s), size, rails)
+		m, eps, err := ParseHostfile(strings.NewReader(s), size, rails)
 		if err != nil {
 			return
 		}
-		if len(m) != size {
+		if len(m) != size || len(eps) != size {
 			t.Fatalf("%d ranks, want %d", len(m), size)
 		}
 		for _, r := range m {

@@ -3,6 +3,7 @@ package bootstrap_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/ethervia/ethervia/mplite/bootstrap"
@@ -19,6 +20,6 @@ func ExampleDiscover() {
 	defer cancel()
 	go bootstrap.Discover(ctx, b, bootstrap.Config{Rank: 1, Size: 2, JobKey: 9})
 	macs, err := bootstrap.Discover(ctx, a, bootstrap.Config{Rank: 0, Size: 2, JobKey: 9})
-	fmt.Println(macs[1].String() == b.HardwareAddr().String(), err)
+	fmt.Println(net.HardwareAddr(macs[1].MAC[:]).String() == b.HardwareAddr().String(), err)
 	// Output: true <nil>
 }

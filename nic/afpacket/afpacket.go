@@ -55,6 +55,14 @@ type Config struct {
 	// most (nic.Multicaster); zero means nic.DefaultMaxMulticast and a
 	// negative value none.
 	MaxMulticast int
+	// Shared is for endpoints that share the interface (nic.Config.Endpoint
+	// tells them apart): the socket also sees the frames the others send,
+	// which no switch would bring back to this port. It is bound to every
+	// protocol, sends through the qdisc (the kernel shows a sent frame to
+	// the host's other packet sockets only then), and runs the classic
+	// filter bpf.SharedSocketFilter, which keeps this endpoint's frames,
+	// from the wire or from a neighbour, and drops its own.
+	Shared bool
 }
 
 // Device is an AF_PACKET socket on one interface. It implements nic.Device.
@@ -131,11 +139,17 @@ func Open(cfg Config) (*Device, error) {
 	// The classic filter goes on at socket creation, before the bind, so
 	// no unfiltered frame is ever queued; the counting filter replaces it
 	// afterwards (SO_ATTACH_BPF swaps the socket's filter in one step).
-	prog, err := bpf.SocketFilter(filter)
+	proto := int(filter.EtherType)
+	var local net.HardwareAddr
+	if cfg.Shared {
+		proto, local = unix.ETH_P_ALL, ifi.HardwareAddr
+		cfg.KeepQdisc, cfg.ClassicFilter = true, true
+	}
+	prog, err := bpf.SharedSocketFilter(filter, local)
 	if err != nil {
 		return nil, fmt.Errorf("afpacket %s: socket filter: %w", cfg.Iface, err)
 	}
-	conn, err := packet.Listen(ifi, packet.Raw, int(filter.EtherType), &packet.Config{Filter: prog})
+	conn, err := packet.Listen(ifi, packet.Raw, proto, &packet.Config{Filter: prog})
 	if errors.Is(err, unix.EPERM) {
 		return nil, fmt.Errorf("afpacket %s: listen: %w: an AF_PACKET socket needs CAP_NET_RAW (run as root, or grant the capability: docs/cluster.md)", cfg.Iface, err)
 	}

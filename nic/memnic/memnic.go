@@ -9,6 +9,7 @@
 package memnic
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -64,6 +65,12 @@ type PortConfig struct {
 	Faults Faults
 	// Promiscuous ports see every frame, not only theirs and broadcast.
 	Promiscuous bool
+	// ShareWith, if set, makes the port another endpoint of that port's
+	// NIC: it takes the same MAC, and a unicast frame to that MAC reaches
+	// every port that shares it (each keeps the frames for its own
+	// nic.Config.Endpoint), as on a real NIC with several AF_PACKET
+	// sockets. A frame one of them sends reaches the others too.
+	ShareWith *Port
 	// MaxMulticast is the number of multicast groups the port can join
 	// (nic.Multicaster); zero means nic.DefaultMaxMulticast and a negative
 	// value none at all, like a NIC without a multicast filter.
@@ -76,12 +83,12 @@ type Switch struct {
 
 	mu    sync.RWMutex
 	ports []*Port
-	byMAC map[[6]byte]*Port
+	byMAC map[[6]byte][]*Port // the ports of one MAC: a NIC's endpoints
 }
 
 // NewSwitch returns an empty switch whose faults are drawn from seed.
 func NewSwitch(seed uint64) *Switch {
-	return &Switch{seed: seed, byMAC: make(map[[6]byte]*Port)}
+	return &Switch{seed: seed, byMAC: make(map[[6]byte][]*Port)}
 }
 
 // Counters are what a port's fault stage did.
@@ -129,8 +136,14 @@ func (s *Switch) NewPort(cfg PortConfig) (*Port, error) {
 		mcast:   nic.NewMulticastSet(maxMulticast(cfg.MaxMulticast)),
 	}
 	p.timer.Stop()
+	if o := cfg.ShareWith; o != nil {
+		if o.sw != s {
+			return nil, fmt.Errorf("memnic: ShareWith names a port of another switch")
+		}
+		p.mac = o.mac
+	}
 	s.ports = append(s.ports, p)
-	s.byMAC[p.mac] = p
+	s.byMAC[p.mac] = append(s.byMAC[p.mac], p)
 	// One link state per (sender, receiver), seeded from the switch seed and
 	// both indices, so each link's fault sequence is independent.
 	for _, q := range s.ports {
@@ -275,8 +288,17 @@ func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
 		close(p.closed)
 		p.sw.mu.Lock()
-		if p.sw.byMAC[p.mac] == p {
+		same := p.sw.byMAC[p.mac]
+		for i, q := range same {
+			if q == p {
+				same = append(same[:i:i], same[i+1:]...)
+				break
+			}
+		}
+		if len(same) == 0 {
 			delete(p.sw.byMAC, p.mac)
+		} else {
+			p.sw.byMAC[p.mac] = same
 		}
 		p.sw.mu.Unlock()
 	})
@@ -317,8 +339,10 @@ func (p *Port) Send(frames [][]byte) (int, error) {
 		}
 		var dst [6]byte
 		copy(dst[:], f[:6])
-		if q := s.byMAC[dst]; q != nil && q != p {
-			q.deliver(p.index, f)
+		for _, q := range s.byMAC[dst] {
+			if q != p {
+				q.deliver(p.index, f)
+			}
 		}
 		for _, q := range s.ports {
 			if q.cfg.Promiscuous && q != p && q.mac != dst {
@@ -538,7 +562,9 @@ func (p *Port) Recv(bufs [][]byte, lens []int) (int, error) {
 		e := p.pop()
 		frame := e.buf[:e.n]
 		if err := p.filter.Check(frame); err != nil {
-			p.rxForeign.Add(1)
+			if !errors.Is(err, nic.ErrEndpoint) { // a neighbour's frame is not foreign
+				p.rxForeign.Add(1)
+			}
 			p.free = append(p.free, e.buf)
 			continue
 		}

@@ -59,10 +59,11 @@ func (MPLiteModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
 			if err != nil {
 				return nil, fmt.Errorf("mplite: find the peer on link %d: %w", i, err)
 			}
-			if len(ep.PeerMACs) == k && found[1-rank].String() != ep.PeerMACs[i].String() {
-				return nil, fmt.Errorf("mplite: link %d: the peer announced %v, not %v", i, found[1-rank], ep.PeerMACs[i])
+			peer := net.HardwareAddr(found[1-rank].MAC[:])
+			if len(ep.PeerMACs) == k && peer.String() != ep.PeerMACs[i].String() {
+				return nil, fmt.Errorf("mplite: link %d: the peer announced %v, not %v", i, peer, ep.PeerMACs[i])
 			}
-			macs[1-rank][i] = found[1-rank]
+			macs[1-rank][i] = peer
 		}
 	default:
 		return nil, fmt.Errorf("mplite: the transmitter needs the receiver's %d MACs, has %d", k, len(ep.PeerMACs))

@@ -8,7 +8,7 @@ import (
 	"github.com/ethervia/ethervia/nic"
 )
 
-// The raw module's frames: the 22-byte Ethervia prefix (nic.PutPrefix),
+// The raw module's frames: the 26-byte Ethervia prefix (nic.PutPrefix),
 // whose kind byte says what follows, then big-endian fields:
 //
 //	data   22 u32 frame seq | 26 u32 msg seq | 30 u32 msg len |
