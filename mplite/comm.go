@@ -125,9 +125,9 @@ type endpoint struct {
 	ownDev bool
 	// launcher is the PMI session Init opened, finalized with the world.
 	launcher *pmi.Client
-	fab      fabric // nil in a world of one (fabric.go)
+	fab      fabric     // nil in a world of one (fabric.go)
 	addrs    []nic.Addr // every rank's rail-0 MAC and endpoint
-	chunk    int // bytes per RDMA write descriptor
+	chunk    int        // bytes per RDMA write descriptor
 	qdepth   int
 	slot     int // bytes per eager buffer: envelope and payload
 	epoch    time.Time

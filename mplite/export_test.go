@@ -2,6 +2,7 @@ package mplite
 
 import (
 	"fmt"
+	"github.com/ethervia/ethervia/nic"
 
 	"github.com/ethervia/ethervia/bonding"
 	"github.com/ethervia/ethervia/nic/memnic"
@@ -69,3 +70,6 @@ func Stages(c *Comm) int {
 	defer c.mu.Unlock()
 	return len(c.stages)
 }
+
+// AddrOf is rank r's address (rail-0 MAC and endpoint) as c knows it.
+func AddrOf(c *Comm, r int) nic.Addr { return c.addrs[r] }

@@ -185,7 +185,7 @@ func (r viRequest) remote() nic.Addr {
 	m, _ := nic.MAC(a.MAC)
 	return nic.Addr{MAC: m, EP: a.Endpoint}
 }
-func (r viRequest) reject() error            { return r.Reject() }
+func (r viRequest) reject() error { return r.Reject() }
 func (r viRequest) accept(l link, _ []net.HardwareAddr, _ uint16) error {
 	v, ok := l.(viLink)
 	if !ok {
@@ -306,7 +306,7 @@ func (r bondRequest) remote() nic.Addr {
 	m, _ := nic.MAC(p.MACs[0])
 	return nic.Addr{MAC: m, EP: p.Endpoint}
 }
-func (r bondRequest) reject() error            { return r.Reject() }
+func (r bondRequest) reject() error { return r.Reject() }
 func (r bondRequest) accept(l link, macs []net.HardwareAddr, ep uint16) error {
 	v, ok := l.(*bondLink)
 	if !ok {

@@ -304,8 +304,10 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 		cfg.jobKey = 0x6d706c6c // "mpll"
 	}
 	k := max(1, cfg.rails)
+	perHost := max(1, cfg.perHost)
 	ports := make([][]*memnic.Port, n)
 	macs := make([][]net.HardwareAddr, n)
+	eps := make([]uint16, n)
 	closeAll := func(comms []*Comm) {
 		for _, c := range comms {
 			if c != nil {
@@ -322,8 +324,13 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 		// Each rail a network of its own, as bonding wants.
 		sw := memnic.NewSwitch(cfg.seed + uint64(r))
 		for i := range ports {
-			p, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{EtherType: cfg.etherType, JobKey: cfg.jobKey},
-				MTU: cfg.mtu, Faults: cfg.faults})
+			eps[i] = uint16(i % perHost)
+			pc := memnic.PortConfig{Config: nic.Config{EtherType: cfg.etherType, JobKey: cfg.jobKey, Endpoint: eps[i]},
+				MTU: cfg.mtu, Faults: cfg.faults}
+			if eps[i] > 0 {
+				pc.ShareWith = ports[i-int(eps[i])][r] // the host's endpoint 0
+			}
+			p, err := sw.NewPort(pc)
 			if err != nil {
 				closeAll(nil)
 				return nil, fmt.Errorf("mplite: local world: rail %d: %w", r, err)
@@ -338,7 +345,7 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 		for r, p := range ports[i] {
 			devs[r] = p
 		}
-		c, err := newComm(devs, true, i, macs, nil, cfg)
+		c, err := newComm(devs, true, i, macs, eps, cfg)
 		if err != nil {
 			closeAll(comms)
 			return nil, err

@@ -68,6 +68,7 @@ type config struct {
 	jobKey           uint32
 	jobKeySet        bool
 	mtu              int
+	perHost          int // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
 	rails            int
 	faults           memnic.Faults
 	seed             uint64
@@ -389,6 +390,20 @@ func WithLocalMTU(mtu int) Option {
 			return fmt.Errorf("mplite: local MTU %d outside [256, 65535]", mtu)
 		}
 		c.mtu = mtu
+		return nil
+	}
+}
+
+// WithLocalRanksPerHost makes NewLocalWorld put n consecutive ranks on
+// each host: their ports share one MAC per rail (memnic.PortConfig.
+// ShareWith) and the ranks are the host's endpoints 0 to n-1, as ranks that
+// share a node's NICs are.
+func WithLocalRanksPerHost(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n >= nic.EndpointAll {
+			return fmt.Errorf("mplite: %d ranks per host", n)
+		}
+		c.perHost = n
 		return nil
 	}
 }

@@ -84,6 +84,29 @@ func TestSuiteLossy(t *testing.T) {
 	noErrors(t, runWorld(t, 4, 60*time.Second, opts, func(c *mplite.Comm) error { return mpitest.Run(c, cfg) }))
 }
 
+// TestSuiteRanksPerHost runs the suite with 2 and 4 ranks sharing each
+// host's NIC (one MAC, an endpoint each), on a clean and a lossy switch.
+func TestSuiteRanksPerHost(t *testing.T) {
+	cfg := mpitest.Config{EagerLimit: mplite.DefaultEagerLimit, MaxSize: 4 << 20, Isends: 200, Log: t.Logf}
+	for _, ppn := range []int{2, 4} {
+		for _, lossy := range []bool{false, true} {
+			t.Run(fmt.Sprintf("ppn=%d/lossy=%v", ppn, lossy), func(t *testing.T) {
+				opts := []mplite.Option{mplite.WithLocalRanksPerHost(ppn)}
+				if lossy {
+					opts = append(opts, mplite.WithLocalFaults(11, memnic.Faults{Loss: 0.01, Duplicate: 0.005, Reorder: 0.01}))
+				}
+				noErrors(t, runWorld(t, 8, 90*time.Second, opts, func(c *mplite.Comm) error {
+					a, b := mplite.AddrOf(c, 0), mplite.AddrOf(c, ppn-1)
+					if c.Size() != 8 || a.MAC != b.MAC || a.EP != 0 || b.EP != uint16(ppn-1) || mplite.AddrOf(c, ppn).MAC == a.MAC {
+						return fmt.Errorf("size %d, ranks 0 and %d at %v and %v: not sharing a NIC", c.Size(), ppn-1, a, b)
+					}
+					return mpitest.Run(c, cfg)
+				}))
+			})
+		}
+	}
+}
+
 // TestEarlyExit: a rank that vanishes gives the others an error naming it
 // within the peer timeout, never a hang; both when its host goes silent
 // and when its provider closes without Finalize.

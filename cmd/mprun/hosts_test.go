@@ -60,7 +60,8 @@ func TestGenvAndX(t *testing.T) {
 		t.Errorf("np %d prog %v", o.np, o.prog)
 	}
 	for _, args := range [][]string{
-		{"-ppn", "2", "--", "prog"},
+		{"-ppn", "2", "-driver", "afxdp", "--", "prog"},
+		{"-ppn", "-1", "--", "prog"},
 		{"-hostfile", "h", "-nics", "2", "--", "prog"},
 		{"-hostfile", "h", "-launcher", " ", "--", "prog"},
 		{"-genv", "=x", "--", "prog"},

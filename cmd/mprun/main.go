@@ -85,11 +85,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("mprun", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&o.np, "np", 2, "number of ranks (hosts)")
+	fs.IntVar(&o.np, "np", 2, "number of ranks")
 	fs.IntVar(&o.np, "n", 2, "the same as -np")
 	fs.StringVar(&o.hostfile, "hostfile", "", "run the ranks on the hosts this file lists (HOST[:SLOTS] or HOST slots=N per line) through -launcher, serving them PMI, instead of on a namespace testbed")
 	fs.StringVar(&o.launcher, "launcher", "ssh", "with -hostfile: the command that runs a command on a host, called as LAUNCHER HOST COMMAND (ssh, or a script that acts like it)")
-	fs.IntVar(&o.ppn, "ppn", 0, "ranks per host (default: a hostfile's slots, one on the testbed)")
+	fs.IntVar(&o.ppn, "ppn", 0, "ranks per host, sharing its NICs (default: a hostfile's slots; one on the testbed)")
 	fs.Func("genv", "NAME VALUE (or NAME=VALUE): set NAME in every rank's environment; repeatable", func(v string) error {
 		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
 			return fmt.Errorf("want NAME VALUE or NAME=VALUE, got %q", v)
@@ -140,8 +140,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, nil
 	case len(o.prog) == 0:
 		return o, errors.New("mprun: no program given (mprun -np N -- PROG ARGS...)")
-	case o.np < 1 || o.np > testbed.MaxHosts:
-		return o, fmt.Errorf("mprun: -np %d outside [1, %d]", o.np, testbed.MaxHosts)
+	case o.np < 1 || o.np > testbed.MaxHosts*max(1, o.ppn):
+		return o, fmt.Errorf("mprun: -np %d outside [1, %d] (hosts times -ppn)", o.np, testbed.MaxHosts*max(1, o.ppn))
 	case o.nics < 1 || o.nics > testbed.MaxRails:
 		return o, fmt.Errorf("mprun: -nics %d outside [1, %d]", o.nics, testbed.MaxRails)
 	case o.driver != "afpacket" && o.driver != "afxdp":
@@ -159,14 +159,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.hostfile != "" {
 		return o, o.checkRemote()
 	}
-	if o.ppn > 1 {
-		return o, fmt.Errorf("mprun: -ppn %d: ranks cannot share a host's NICs yet, so the testbed runs one rank per host", o.ppn)
+	if o.ppn > 1 && o.driver == "afxdp" {
+		return o, fmt.Errorf("mprun: -ppn %d: ranks that share a host's NICs need -driver afpacket", o.ppn)
 	}
 	if o.flapHost < 0 {
-		o.flapHost = o.np - 1
+		o.flapHost = o.hosts() - 1
 	}
-	if o.flapHost >= o.np {
-		return o, fmt.Errorf("mprun: -flap-host %d: only %d hosts", o.flapHost, o.np)
+	if o.flapHost >= o.hosts() {
+		return o, fmt.Errorf("mprun: -flap-host %d: only %d hosts", o.flapHost, o.hosts())
 	}
 	if _, _, err := parseFlap(o.flap); err != nil {
 		return o, err
@@ -176,8 +176,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	for h := range hr {
-		if h >= o.np {
-			return o, fmt.Errorf("mprun: -host-rate: host %d, but -np %d", h, o.np)
+		if h >= o.hosts() {
+			return o, fmt.Errorf("mprun: -host-rate: host %d, but only %d hosts", h, o.hosts())
 		}
 	}
 	if rd, err := parseRailDown(o.railDown); err != nil {
@@ -343,13 +343,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // job builds the testbed, runs the ranks and always tears the testbed down.
 func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) (err error) {
-	cfg := testbed.Config{Hosts: o.np, Rails: o.nics, Topology: testbed.Switch, MTU: o.mtu, Name: "mprun"}
-	if o.np == 1 {
+	cfg := testbed.Config{Hosts: o.hosts(), Rails: o.nics, Topology: testbed.Switch, MTU: o.mtu, Name: "mprun"}
+	if o.hosts() == 1 {
 		// A single rank still gets a NIC: a switch of one port is fine,
 		// but testbed wants two hosts, so build two and use one.
 		cfg.Hosts = 2
 	}
-	if o.np == 2 && o.cable() {
+	if o.hosts() == 2 && o.cable() {
 		// Two hosts need no switch: one cable per rail, the link netpipe
 		// -local measures, so the two compare on the same kind of link.
 		cfg.Topology = testbed.Pair
@@ -384,7 +384,7 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 	}
 	faults := bpf.FaultConfig{Drop: o.drop, Corrupt: o.corrupt, Duplicate: o.dup}
 	if o.faulty() {
-		for h := 0; h < o.np; h++ {
+		for h := 0; h < o.hosts(); h++ {
 			for r := 0; r < o.nics; r++ {
 				if err := tb.SetFault(h, r, faults); err != nil {
 					return fmt.Errorf("mprun: faults: %w", err)
@@ -403,7 +403,7 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 	failed := supervise(ctx, o, func(r int) (*exec.Cmd, func(*exec.Cmd) error) {
 		cmd := exec.Command(prog, o.prog[1:]...)
 		cmd.Env = append(append(os.Environ(), env(r)...), o.env...)
-		return cmd, tb.Host(r).Start
+		return cmd, tb.Host(r / o.perHost()).Start
 	}, stdout, stderr)
 	if o.faulty() {
 		reportFaults(tb, o, stderr)
@@ -518,7 +518,7 @@ func sweep(stdout io.Writer) error {
 // shows that frames really were lost.
 func reportFaults(tb *testbed.Testbed, o options, stderr io.Writer) {
 	var sum bpf.FaultCounters
-	for h := 0; h < o.np; h++ {
+	for h := 0; h < o.hosts(); h++ {
 		for r := 0; r < o.nics; r++ {
 			c, err := tb.FaultCounters(h, r)
 			if err != nil {
@@ -534,6 +534,12 @@ func reportFaults(tb *testbed.Testbed, o options, stderr io.Writer) {
 	fmt.Fprintf(stderr, "mprun: faults: the switch dropped %d, corrupted %d and duplicated %d of %d Ethervia frames\n",
 		sum.Dropped, sum.Corrupted, sum.Duplicated, sum.Seen)
 }
+
+// perHost is the ranks per testbed host (-ppn, at least 1).
+func (o options) perHost() int { return max(1, o.ppn) }
+
+// hosts is the number of testbed hosts: -np ranks, -ppn to a host.
+func (o options) hosts() int { return (o.np + o.perHost() - 1) / o.perHost() }
 
 func (o options) faulty() bool { return o.drop > 0 || o.corrupt > 0 || o.dup > 0 }
 
@@ -571,13 +577,13 @@ func portEvents(tb *testbed.Testbed, o options, stderr io.Writer) func() {
 	}
 	rd, _ := parseRailDown(o.railDown)
 	cut := func() {
-		for h := 0; h < o.np; h++ {
+		for h := 0; h < o.hosts(); h++ {
 			set("-rail-down", h, rd.rail, false)
 		}
 	}
 	switch {
 	case rd.rail >= 0 && rd.bytes > 0:
-		stops = append(stops, watchRailBytes(tb, o.np, rd, cut, stderr))
+		stops = append(stops, watchRailBytes(tb, o.hosts(), rd, cut, stderr))
 	case rd.rail >= 0:
 		stops = append(stops, after(rd.at, cut))
 	}
@@ -633,7 +639,7 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		return nil, nil, fmt.Errorf("mprun: job key: %w", err)
 	}
 	job := binary.BigEndian.Uint32(key[:])
-	slow, err := slowestRate(tb, o.np, o.nics)
+	slow, err := slowestRate(tb, o.hosts(), o.nics)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -653,9 +659,9 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		for r := 0; r < o.np; r++ {
 			macs := make([]string, o.nics)
 			for k := range macs {
-				macs[k] = tb.Host(r).MACs[k].String()
+				macs[k] = tb.Host(r / o.perHost()).MACs[k].String()
 			}
-			fmt.Fprintf(&b, "%d %s\n", r, strings.Join(macs, ","))
+			fmt.Fprintf(&b, "%d %s %d\n", r, strings.Join(macs, ","), r%o.perHost())
 		}
 		hostfile = filepath.Join(dir, "hostfile")
 		if err := os.WriteFile(hostfile, []byte(b.String()), 0o644); err != nil {
@@ -664,11 +670,15 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		}
 	}
 	return func(rank int) []string {
-		h := tb.Host(rank)
+		h := tb.Host(rank / o.perHost())
 		env := []string{
 			"MPLITE_RANK=" + strconv.Itoa(rank),
 			"MPLITE_SIZE=" + strconv.Itoa(o.np),
 			"MPLITE_IFACES=" + strings.Join(h.Ifaces[:o.nics], ","),
+			// The rank's endpoint on its host's NICs, and how many ranks
+			// share them.
+			"MPLITE_ENDPOINT=" + strconv.Itoa(rank%o.perHost()),
+			"MPLITE_LOCAL_SIZE=" + strconv.Itoa(min(o.perHost(), o.np-rank/o.perHost()*o.perHost())),
 			"MPLITE_JOB=" + strconv.FormatUint(uint64(job), 10),
 			"MPLITE_DRIVER=" + o.driver,
 		}

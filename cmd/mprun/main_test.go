@@ -202,8 +202,30 @@ func TestRanksGetSlowestRate(t *testing.T) {
 		t.Errorf("user's MPLITE_RATE: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = mprun(t, "-np", "2", "-host-rate", "2=1mbit", "--", "true")
-	if code == 0 || !strings.Contains(errOut, "host 2, but -np 2") {
+	if code == 0 || !strings.Contains(errOut, "host 2, but only 2 hosts") {
 		t.Errorf("-host-rate beyond -np: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// -ppn puts consecutive ranks on one host namespace: they share its NICs,
+// each with its own endpoint, and the hostfile says so.
+func TestRanksPerHost(t *testing.T) {
+	needRoot(t)
+	out, errOut, code := mprun(t, "-np", "5", "-ppn", "2", "--", "/bin/sh", "-c",
+		`echo "ep=$MPLITE_ENDPOINT local=$MPLITE_LOCAL_SIZE mac=$(ip -o link show eth0 | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2) line=$(grep "^$MPLITE_RANK " $MPLITE_HOSTFILE)"`)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for r, want := range []string{
+		"[0] ep=0 local=2 mac=02:45:56:00:00:00 line=0 02:45:56:00:00:00 0",
+		"[1] ep=1 local=2 mac=02:45:56:00:00:00 line=1 02:45:56:00:00:00 1",
+		"[2] ep=0 local=2 mac=02:45:56:00:00:01 line=2 02:45:56:00:00:01 0",
+		"[3] ep=1 local=2 mac=02:45:56:00:00:01 line=3 02:45:56:00:00:01 1",
+		"[4] ep=0 local=1 mac=02:45:56:00:00:02 line=4 02:45:56:00:00:02 0",
+	} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("rank %d: no line %q in\n%s", r, want, out)
+		}
 	}
 }
 

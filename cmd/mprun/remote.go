@@ -33,7 +33,8 @@ func (o options) checkRemote() error {
 // "LAUNCHER HOST COMMAND" (ssh, as Hydra does), and serves them PMI-1 over
 // TCP: a rank gets PMI_PORT, mprun's address as seen from its host, and
 // PMI_ID, and learns everything else there (rank, job, interface, the
-// peers' addresses).
+// peers' addresses). Ranks placed on one host get their endpoint and the
+// host's rank count (MPLITE_ENDPOINT, MPLITE_LOCAL_SIZE).
 func remoteJob(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	f, err := os.Open(o.hostfile)
 	if err != nil {
@@ -45,12 +46,11 @@ func remoteJob(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("mprun: %s: %w", o.hostfile, err)
 	}
 	placement := place(hosts, o.np, o.ppn)
-	first := map[string]int{}
+	// Ranks of one host share its NICs, each with an endpoint of its own.
+	local, onHost := make([]int, o.np), map[string]int{}
 	for r, h := range placement {
-		if prev, ok := first[h]; ok {
-			return fmt.Errorf("mprun: ranks %d and %d would share host %s: ranks cannot share a host's NICs yet (one rank per host; list more hosts)", prev, r, h)
-		}
-		first[h] = r
+		local[r] = onHost[h]
+		onHost[h]++
 	}
 	var id [4]byte
 	if _, err := rand.Read(id[:]); err != nil {
@@ -89,7 +89,8 @@ func remoteJob(ctx context.Context, o options, stdout, stderr io.Writer) error {
 				}
 				addr, addrs[host] = a, a
 			}
-			env := append([]string{"PMI_PORT=" + net.JoinHostPort(addr, port), "PMI_ID=" + strconv.Itoa(r)}, o.env...)
+			env := append([]string{"PMI_PORT=" + net.JoinHostPort(addr, port), "PMI_ID=" + strconv.Itoa(r),
+				"MPLITE_ENDPOINT=" + strconv.Itoa(local[r]), "MPLITE_LOCAL_SIZE=" + strconv.Itoa(onHost[host])}, o.env...)
 			cmd.Args = append(append(launcher, host), remoteCommand(cwd, env, o.prog))
 			return cmd.Start()
 		}
