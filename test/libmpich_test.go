@@ -128,14 +128,20 @@ func TestLibmpich(t *testing.T) {
 			}
 		}
 	}
+	// ppn > 1 puts that many ranks on each host, sharing its NIC.
 	for _, tc := range []struct {
 		np   int
 		drop string
-	}{{2, "0"}, {4, "0"}, {8, "0"}, {4, "0.05"}} {
+		ppn  int
+	}{{2, "0", 1}, {4, "0", 1}, {8, "0", 1}, {4, "0.05", 1}, {8, "0", 2}, {8, "0", 4}, {8, "0.05", 4}} {
 		for _, p := range compared {
-			t.Run(fmt.Sprintf("%s/np=%d/drop=%s", p, tc.np, tc.drop), func(t *testing.T) {
+			name := fmt.Sprintf("%s/np=%d/drop=%s", p, tc.np, tc.drop)
+			if tc.ppn > 1 {
+				name += fmt.Sprintf("/ppn=%d", tc.ppn)
+			}
+			t.Run(name, func(t *testing.T) {
 				out, errOut, err := runEnv(t, 3*time.Minute, []string{"LD_LIBRARY_PATH=" + dir}, mprun,
-					"-np", strconv.Itoa(tc.np), "-drop", tc.drop, "-timeout", "150s", "--", filepath.Join(dir, p))
+					"-np", strconv.Itoa(tc.np), "-ppn", strconv.Itoa(tc.ppn), "-drop", tc.drop, "-timeout", "150s", "--", filepath.Join(dir, p))
 				if err != nil {
 					t.Fatalf("mprun failed: %v\n%s%s", err, out, errOut)
 				}

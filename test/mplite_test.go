@@ -200,3 +200,44 @@ func namespaces(t *testing.T) map[string]bool {
 	}
 	return m
 }
+
+// TestMPLiteRanksPerHost runs the suite under mprun with 2 and 4 ranks per
+// host namespace, sharing its NIC (an endpoint each), on a clean switch
+// and with 2 % loss; every collective and algorithm checked with 4 ranks
+// per host; and hello with the ranks finding each other by broadcast,
+// which must reach a host's other ranks too.
+func TestMPLiteRanksPerHost(t *testing.T) {
+	needRoot(t)
+	mprun, mpitest := built.path(t, "mprun"), built.path(t, "mpitest")
+	for _, tc := range []struct{ ppn, drop string }{{"2", "0"}, {"4", "0"}, {"4", "0.02"}} {
+		t.Run("suite/ppn="+tc.ppn+"/drop="+tc.drop, func(t *testing.T) {
+			out, err := run(t, 3*time.Minute, mprun, "-np", "8", "-ppn", tc.ppn, "-drop", tc.drop, "-timeout", "150s", "--",
+				mpitest, "-max", "4194304")
+			if err != nil {
+				t.Fatalf("mprun failed: %v\n%s", err, out)
+			}
+			wantOK(t, out, 8, 8, `\[%d\] mpitest: rank %[1]d of %d: ok`)
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+	t.Run("collbench/ppn=4", func(t *testing.T) {
+		out, err := run(t, 5*time.Minute, mprun, "-np", "8", "-ppn", "4", "-timeout", "270s", "--",
+			built.path(t, "collbench"), "-check", "-sizes", "1,1024,65536", "-iters", "2")
+		if err != nil || !strings.Contains(out, "every result matches the reference") {
+			t.Fatalf("collbench -check: %v\n%s", err, out)
+		}
+	})
+	t.Run("hello/ppn=4/discover", func(t *testing.T) {
+		out, err := run(t, time.Minute, mprun, "-np", "8", "-ppn", "4", "-discover", "--", built.path(t, "hello"))
+		if err != nil {
+			t.Fatalf("mprun failed: %v\n%s", err, out)
+		}
+		for r := 1; r < 8; r++ {
+			if !strings.Contains(out, fmt.Sprintf(`rank 0 got "hello from rank %d of 8"`, r)) {
+				t.Errorf("no greeting from rank %d:\n%s", r, out)
+			}
+		}
+	})
+}

@@ -198,6 +198,24 @@ func TestHydraPMI(t *testing.T) {
 			t.Logf("discovery: %d broadcasts", got)
 		}
 	})
+	// Two ranks on each host: Hydra's local rank ids make them endpoints
+	// of the host's NIC.
+	t.Run("PMI-1/2-per-host", func(t *testing.T) {
+		bc := countBroadcasts(t, tb)
+		var hosts []string
+		for _, h := range tb.Hosts() {
+			hosts = append(hosts, h.IPs[0].String()+":2")
+		}
+		out, err := run(t, 2*time.Minute, "ip", "netns", "exec", tb.Host(0).Name, hydra, "-launcher", "ssh", "-launcher-exec", ssh,
+			"-hosts", strings.Join(hosts, ","), "-n", strconv.Itoa(2*n), mpitest, "-max", "1048576")
+		if err != nil {
+			t.Fatalf("mpiexec failed: %v\n%s", err, out)
+		}
+		wantOK(t, out, 2*n, 2*n, `mpitest: rank %d of %d: ok`)
+		if got := bc.Stop(); got != 0 {
+			t.Errorf("%d broadcasts on the wire, want none", got)
+		}
+	})
 	for _, version := range []string{"1", "2"} {
 		t.Run("PMI-"+version, func(t *testing.T) {
 			bc := countBroadcasts(t, tb)
@@ -382,6 +400,13 @@ func TestMprunHostfile(t *testing.T) {
 	if got := bc.Stop(); got != 0 {
 		t.Errorf("%d broadcasts on the wire, want none", got)
 	}
+	// -ppn 2: four ranks on two hosts, two sharing each host's NIC.
+	out, err = run(t, 2*time.Minute, "ip", "netns", "exec", tb.Host(0).Name, built.path(t, "mprun"), "-n", "4", "-ppn", "2",
+		"-hostfile", hostfile, "-launcher", sshLike(t, tb), "--", built.path(t, "mpitest"), "-max", "1048576")
+	if err != nil {
+		t.Fatalf("mprun -ppn 2 failed: %v\n%s", err, out)
+	}
+	wantOK(t, out, 4, 4, `\[%d\] mpitest: rank %[1]d of %d: ok`)
 	// Ranks that never speak PMI are ranks too.
 	if out, err := run(t, time.Minute, "ip", "netns", "exec", tb.Host(0).Name, built.path(t, "mprun"), "-n", "2",
 		"-hostfile", hostfile, "-launcher", sshLike(t, tb), "--", "/bin/sh", "-c", "echo at $PMI_ID"); err != nil ||
