@@ -11,7 +11,9 @@
 #   coll=NAME algo=tuned bytes=N ranks=P us=T
 # (T: mean time per call over a timed loop, the slowest rank's).
 #
-# Env: NP (8 ranks), MTU (1500), SECS (timed seconds per point, 2),
+# Env: NP (8 ranks), PPN (1: ranks per namespace; with more, the ranks of a
+# namespace also use Open MPI's shared memory, BTL vader, as a cluster node's
+# would), MTU (1500), SECS (timed seconds per point, 2),
 # SIZES (1,1024,65536,1048576), COLLS (bcast,allgather,alltoall,allreduce),
 # RATE (none; tc style such as 100mbit or 1gbit): a tbf on every switch port
 # towards its host, sized as the testbed sizes it for mprun -rate (bucket 5 ms
@@ -22,6 +24,8 @@
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 NP=${NP:-8}
+PPN=${PPN:-1}
+HOSTS=$(((NP + PPN - 1) / PPN))
 MTU=${MTU:-1500}
 SECS=${SECS:-2}
 SIZES=${SIZES:-1,1024,65536,1048576}
@@ -41,7 +45,7 @@ gone() {
 cleanup() {
 	set +e
 	i=0
-	while [ "$i" -lt "$NP" ]; do
+	while [ "$i" -lt "$HOSTS" ]; do
 		gone "$ns$i"
 		i=$((i + 1))
 	done
@@ -79,7 +83,7 @@ if [ -n "$RATE" ]; then
 fi
 apps=""
 i=0
-while [ "$i" -lt "$NP" ]; do
+while [ "$i" -lt "$HOSTS" ]; do
 	h=$ns$i
 	newns "$h"
 	ip link add mpi0 netns "$h" type veth peer name port$i netns "$sw"
@@ -90,10 +94,12 @@ while [ "$i" -lt "$NP" ]; do
 		ip netns exec "$sw" tc qdisc add dev port$i root tbf rate "${rate}bps" burst "$burst" limit "$limit"
 	fi
 	prog="$work/ompi_coll $SECS $SIZES $COLLS"
+	n=$PPN
+	[ $(((i + 1) * PPN)) -le "$NP" ] || n=$((NP - i * PPN))
 	if [ "$i" -eq 0 ]; then
-		apps="-np 1 $prog"
+		apps="-np $n $prog"
 	else
-		apps="$apps : -np 1 ip netns exec $h $prog"
+		apps="$apps : -np $n ip netns exec $h $prog"
 	fi
 	i=$((i + 1))
 done
@@ -106,6 +112,8 @@ before=$(delivered)
 
 yield=0
 [ "$NP" -le "$(nproc)" ] || yield=1
+btl=tcp,self
+[ "$PPN" -le 1 ] || btl=tcp,self,vader
 cd "$work"
 # Rank 0 runs in the first namespace with mpirun, whose PMIx server must
 # listen on the veth for the ranks in the other namespaces to reach it.
@@ -113,16 +121,16 @@ cd "$work"
 if ! ip netns exec "${ns}0" timeout "${LIMIT:-600}" env PMIX_MCA_ptl_tcp_if_include=mpi0 \
 	mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none \
 	--mca mpi_yield_when_idle $yield \
-	--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include mpi0 --mca oob_tcp_if_include mpi0 \
+	--mca pml ob1 --mca btl "$btl" --mca btl_tcp_if_include mpi0 --mca oob_tcp_if_include mpi0 \
 	$apps >"$work/out" 2>"$work/err"; then
 	cat "$work/err" >&2
 	echo "ompi-collectives.sh: mpirun failed" >&2
 	exit 1
 fi
 
-# Every point moves at least (NP-1) times its size through the switch.
+# Every point moves at least (HOSTS-1) times its size through the switch.
 max=$(echo "$SIZES" | tr ',' '\n' | sort -n | tail -1)
-need=$(((NP - 1) * max))
+need=$(((HOSTS - 1) * max))
 got=$(($(delivered) - before))
 echo "ompi-collectives.sh: the switch delivered $got bytes (at least $need needed)" >&2
 [ "$got" -ge "$need" ] || { echo "ompi-collectives.sh: the MPI data did not cross the switch" >&2; exit 1; }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Jobs of many ranks, one per host namespace, on this machine: the wall time of
+# Jobs of many ranks, one per host namespace (or PPN), on this machine: the wall time of
 # examples/hello under mprun (launch to exit, testbed included), and an 8-byte
 # Allreduce against Open MPI's (bench/ompi-collectives.sh, the same layout: one
 # rank per namespace on one bridge), interleaved over ROUNDS rounds, medians.
 # Also each rank's peak RSS at the largest NP. Needs root, an idle machine,
 # openmpi-bin and libopenmpi-dev. Env: NPS ("64 128"), ROUNDS (3), OUT,
 # OMPI_LIMIT (seconds Open MPI gets per point, 120; a point it misses is
-# reported as such).
+# reported as such), PPN (1: ranks per host namespace, sharing its NIC; Open
+# MPI gets the same layout, with its shared memory between a namespace's ranks).
 set -euo pipefail
 bench=$(cd "$(dirname "$0")" && pwd)
 cd "$bench/.."
@@ -14,30 +15,31 @@ OUT=${OUT:-$(mktemp -d)}
 NPS=${NPS:-64 128}
 ROUNDS=${ROUNDS:-3}
 OMPI_LIMIT=${OMPI_LIMIT:-120}
+PPN=${PPN:-1}
 for b in mprun collbench; do go build -o "$OUT/$b" "./cmd/$b"; done
 go build -o "$OUT/hello" ./examples/hello
 : >"$OUT/samples"
 for r in $(seq "$ROUNDS"); do
 	for np in $NPS; do
 		s=$(date +%s.%N)
-		"$OUT/mprun" -np "$np" "$OUT/hello" >"$OUT/hello.out" 2>&1
+		"$OUT/mprun" -np "$np" -ppn "$PPN" "$OUT/hello" >"$OUT/hello.out" 2>&1
 		e=$(date +%s.%N)
 		got=$(grep -c "hello from" "$OUT/hello.out" || true)
 		[ "$got" = $((np - 1)) ] || { echo "hello -np $np: $got greetings" >&2; exit 1; }
 		echo "hello $np $(echo "$e - $s" | bc)" >>"$OUT/samples"
-		us=$("$OUT/mprun" -np "$np" "$OUT/collbench" -colls allreduce -algos auto -sizes 8 -secs 2 -warmup 1s 2>&1 |
+		us=$("$OUT/mprun" -np "$np" -ppn "$PPN" "$OUT/collbench" -colls allreduce -algos auto -sizes 8 -secs 2 -warmup 1s 2>&1 |
 			sed -n 's/^\[0\] coll=allreduce .* us=\([0-9.]*\).*/\1/p')
 		echo "allreduce $np $us" >>"$OUT/samples"
 		# Open MPI gets OMPI_LIMIT seconds: at 128 ranks on 2 CPUs it
 		# did not finish in 10 minutes.
-		us=$(NP=$np SIZES=1 COLLS=allreduce SECS=2 LIMIT=$OMPI_LIMIT sh "$bench/ompi-collectives.sh" 2>/dev/null |
+		us=$(NP=$np PPN=$PPN SIZES=1 COLLS=allreduce SECS=2 LIMIT=$OMPI_LIMIT sh "$bench/ompi-collectives.sh" 2>/dev/null |
 			sed -n 's/.*coll=allreduce.* us=\([0-9.]*\).*/\1/p' || true)
 		[ -n "$us" ] && echo "ompi-allreduce $np $us" >>"$OUT/samples"
 	done
 	echo "round $r done" >&2
 done
 np=${NPS##* }
-"$OUT/mprun" -np "$np" /usr/bin/time -f "rss_kb=%M" "$OUT/collbench" -colls allreduce -algos auto -sizes 8 -iters 20 -warmup 0 2>&1 |
+"$OUT/mprun" -np "$np" -ppn "$PPN" /usr/bin/time -f "rss_kb=%M" "$OUT/collbench" -colls allreduce -algos auto -sizes 8 -iters 20 -warmup 0 2>&1 |
 	sed -n 's/.*rss_kb=\([0-9]*\).*/\1/p' | sort -n | awk -v np="$np" '{a[NR]=$1} END {print "rss_kb", np, a[int((NR+1)/2)], a[NR]}' >>"$OUT/samples"
 python3 - "$OUT/samples" <<'PY'
 import sys, statistics, collections
