@@ -247,6 +247,9 @@ func open(cfg Config) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	if n, ok := rxQueues(cfg.Iface); ok && cfg.Queue >= n {
+		return nil, fmt.Errorf("queue %d: the interface has %d receive queue(s) (ethtool -l %s; MPLITE_XDP_QUEUE)", cfg.Queue, n, cfg.Iface)
+	}
 	d := &Device{
 		iface:  cfg.Iface,
 		queue:  cfg.Queue,

@@ -967,3 +967,17 @@ func TestXDPAlreadyAttached(t *testing.T) {
 		t.Fatalf("second program: %v", err)
 	}
 }
+
+// A queue the interface does not have is refused by name, before any
+// socket is made.
+func TestQueueBeyondInterface(t *testing.T) {
+	v := newVethNetQ(t, 0, 2)
+	_, err := v.a.tryOpen(Config{Config: nic.Config{JobKey: testJob}, Queue: 5})
+	if err == nil || !strings.Contains(err.Error(), "has 2 receive queue(s)") {
+		t.Fatalf("queue 5 of 2: %v", err)
+	}
+	d := v.a.open(t, Config{Config: nic.Config{JobKey: testJob}, Queue: 1})
+	if d == nil {
+		t.Fatal("queue 1 of 2 refused")
+	}
+}

@@ -107,3 +107,21 @@ func ethtoolIoctl(iface string, data []byte) error {
 	}
 	return nil
 }
+
+// rxQueues asks iface's driver how many receive queues it runs (ethtool's
+// ETHTOOL_GCHANNELS: rx plus combined channels). ok is false where the
+// driver does not say.
+func rxQueues(iface string) (n int, ok bool) {
+	// struct ethtool_channels: cmd, then max_rx, max_tx, max_other,
+	// max_combined, rx_count, tx_count, other_count, combined_count.
+	var b [36]byte
+	binary.NativeEndian.PutUint32(b[0:], unix.ETHTOOL_GCHANNELS)
+	if ethtoolIoctl(iface, b[:]) != nil {
+		return 0, false
+	}
+	rx, combined := binary.NativeEndian.Uint32(b[20:]), binary.NativeEndian.Uint32(b[32:])
+	if rx+combined == 0 {
+		return 0, false
+	}
+	return int(rx + combined), true
+}
