@@ -64,7 +64,8 @@ func FuzzParsePrefix(f *testing.F) {
 			t.Fatal(err)
 		}
 		accepted := flt.Check(b) == nil
-		want := p.EtherType == flt.EtherType && p.Version == Version && p.JobKey == flt.JobKey
+		want := p.EtherType == flt.EtherType && p.Version == Version && p.JobKey == flt.JobKey &&
+			(p.DstEP == flt.Endpoint || p.DstEP == EndpointAll)
 		if accepted != want {
 			t.Fatalf("Check accepted=%v, prefix says %v", accepted, want)
 		}
