@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ethervia/ethervia/testbed"
 )
 
 // run runs a command with a deadline and returns its combined output.
@@ -118,17 +116,7 @@ func TestMPLiteHydra(t *testing.T) {
 		t.Skipf("SKIPPED: MPICH's Hydra (mpiexec.hydra, Debian package mpich) is not installed: %v", err)
 	}
 	const n = 4
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	tb, err := testbed.NewContext(ctx, testbed.Config{Hosts: n, Rails: 1, Topology: testbed.Switch, Name: "hydra"})
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tb.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	tb := switchTestbed(t, n, "hydra")
 	job := strconv.FormatUint(uint64(time.Now().UnixNano())&0xffffffff|1, 10)
 	args := []string{"-genv", "MPLITE_IFACES", tb.Host(0).Ifaces[0], "-genv", "MPLITE_JOB", job}
 	for i := 0; i < n; i++ {
