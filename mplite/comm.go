@@ -224,9 +224,9 @@ func NewComm(dev nic.Device, rank int, macs []net.HardwareAddr, opts ...Option) 
 		return nil, err
 	}
 	if dev == nil {
-		return newComm(nil, false, rank, oneRail(macs), nil, cfg)
+		return newComm(nil, false, rank, oneRail(macs), cfg.eps, cfg)
 	}
-	return newComm([]nic.Device{dev}, false, rank, oneRail(macs), nil, cfg)
+	return newComm([]nic.Device{dev}, false, rank, oneRail(macs), cfg.eps, cfg)
 }
 
 // NewBondedComm is NewComm over several rails, one device per rail, each
@@ -242,7 +242,7 @@ func NewBondedComm(devs []nic.Device, rank int, macs [][]net.HardwareAddr, opts 
 	if len(devs) == 0 {
 		return nil, errors.New("mplite: a bonded world needs at least one device")
 	}
-	return newComm(devs, false, rank, macs, nil, cfg)
+	return newComm(devs, false, rank, macs, cfg.eps, cfg)
 }
 
 func oneRail(macs []net.HardwareAddr) [][]net.HardwareAddr {

@@ -68,7 +68,8 @@ type config struct {
 	jobKey           uint32
 	jobKeySet        bool
 	mtu              int
-	perHost          int // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
+	perHost          int      // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
+	eps              []uint16 // NewComm's and NewBondedComm's endpoints (WithEndpoints)
 	rails            int
 	faults           memnic.Faults
 	seed             uint64
@@ -390,6 +391,23 @@ func WithLocalMTU(mtu int) Option {
 			return fmt.Errorf("mplite: local MTU %d outside [256, 65535]", mtu)
 		}
 		c.mtu = mtu
+		return nil
+	}
+}
+
+// WithEndpoints gives NewComm and NewBondedComm every rank's endpoint on
+// its NICs (nic.Config.Endpoint), indexed by rank, for ranks that share a
+// host's NICs; each rank's own device must have been opened with its
+// endpoint (and, for AF_PACKET, afpacket.Config.Shared). Without it every
+// rank is endpoint 0.
+func WithEndpoints(eps []uint16) Option {
+	return func(c *config) error {
+		for r, ep := range eps {
+			if ep == nic.EndpointAll {
+				return fmt.Errorf("mplite: rank %d: endpoint %#x is every endpoint, not one", r, ep)
+			}
+		}
+		c.eps = append([]uint16(nil), eps...)
 		return nil
 	}
 }

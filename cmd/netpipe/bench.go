@@ -42,6 +42,7 @@ const defaultModule = "mplite"
 // options are the parsed flags.
 type options struct {
 	local, mem         bool
+	sameHost           bool
 	module, driver     string
 	links              int
 	pin                bool
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.local, "local", false, "build a private two-host testbed and run both ends (the default as root)")
+	fs.BoolVar(&o.sameHost, "same-host", false, "-local, -module mplite: run both ends on one host, sharing its NIC (two endpoints, as two ranks of one node)")
 	fs.BoolVar(&o.mem, "mem", false, "run both ends in process over memnic (the default without root)")
 	fs.StringVar(&o.module, "module", defaultModule, "what to measure: raw|vi|rdma|mplite|tcp")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket|afxdp (-local and -iface)")
@@ -267,6 +269,9 @@ func (o *options) validate() error {
 	}
 	if o.mem && o.rate != "" {
 		return errors.New("-rate needs -local: memnic has no rate limiter")
+	}
+	if o.sameHost && (!o.local || o.module != "mplite" || o.driver != "afpacket" || o.rate != "" || o.drop != 0) {
+		return errors.New("-same-host is for -local -module mplite -driver afpacket without -rate or -drop (both ends share one host's NIC)")
 	}
 	if !o.mem && o.corrupt != 0 {
 		return errors.New("-corrupt works only with -mem (memnic's corruption fault)")

@@ -100,11 +100,11 @@ func memEnv(o *options, mod netpipe.Module) (*environment, error) {
 
 // openDevice opens the driver on one interface in the calling thread's
 // namespace.
-func openDevice(o *options, iface string) (nic.Device, error) {
-	cfg := nic.Config{EtherType: uint16(o.ethertype), JobKey: uint32(o.job)}
+func openDevice(o *options, iface string, ep uint16) (nic.Device, error) {
+	cfg := nic.Config{EtherType: uint16(o.ethertype), JobKey: uint32(o.job), Endpoint: ep}
 	switch o.driver {
 	case "afpacket":
-		return afpacket.Open(afpacket.Config{Config: cfg, Iface: iface})
+		return afpacket.Open(afpacket.Config{Config: cfg, Iface: iface, Shared: o.sameHost})
 	case "afxdp":
 		return afxdp.Open(afxdp.Config{Config: cfg, Iface: iface})
 	}
@@ -164,11 +164,19 @@ func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment
 	}
 	hosts := []*testbed.Host{tb.Host(0), tb.Host(1)}
 	eps := []netpipe.Endpoint{o.endpoint(netpipe.Transmitter), o.endpoint(netpipe.Receiver)}
+	if o.sameHost {
+		// Two ranks of one node: both ends share host 0's NICs as
+		// endpoints 0 and 1.
+		hosts[1] = hosts[0]
+		eps[0].Endpoint, eps[0].PeerEndpoint = 0, 1
+		eps[1].Endpoint, eps[1].PeerEndpoint = 1, 0
+		env.describe += ", both ends on one host sharing its NIC"
+	}
 	if mod.Frames() {
 		for i, h := range hosts {
 			err := h.Do(func() error {
 				for _, iface := range h.Ifaces {
-					d, err := openDevice(o, iface)
+					d, err := openDevice(o, iface, eps[i].Endpoint)
 					if err != nil {
 						return err
 					}
@@ -218,7 +226,7 @@ func twoMachineEnv(o *options, mod netpipe.Module) (*environment, error) {
 			env.notes = append(env.notes, "two-machine mode: job key 0; give both ends the same -job to share a LAN with other jobs")
 		}
 		for _, iface := range o.ifaces {
-			d, err := openDevice(o, iface)
+			d, err := openDevice(o, iface, 0)
 			if err != nil {
 				env.close()
 				return nil, err

@@ -57,6 +57,8 @@ func TestLocalRunsEndToEnd(t *testing.T) {
 		{"-module", "vi", "-driver", "afpacket", "-s", "-n", "3000"},
 		{"-module", "raw", "-driver", "afxdp"},
 		{"-module", "raw", "-driver", "afpacket", "-I", "-mtu", "9000"},
+		// Two ranks of one node sharing its NIC, data checked.
+		{"-module", "mplite", "-same-host", "-I"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c, ""), func(t *testing.T) {

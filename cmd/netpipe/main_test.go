@@ -276,6 +276,9 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"-mem", "-driver", "dpdk"},
 		{"-mem", "-mtu", "10"},
 		{"-mem", "-module", "raw", "-bond"},
+		{"-mem", "-same-host"},
+		{"-local", "-same-host", "-module", "vi"},
+		{"-local", "-same-host", "-driver", "afxdp"},
 		{"stray"},
 	} {
 		if _, _, err := runCmd(t, append(args, "-o", "")...); err == nil {

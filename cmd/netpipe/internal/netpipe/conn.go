@@ -67,6 +67,11 @@ type Endpoint struct {
 	// PeerMACs are the other end's addresses, one per link. A receiver may
 	// leave them empty and learn them from the transmitter's hello.
 	PeerMACs []net.HardwareAddr
+	// Endpoint and PeerEndpoint are the two ends' endpoints on their NICs
+	// (nic.Config.Endpoint): different when both ends share one NIC
+	// (-same-host), where the devices are opened shared. The mplite module
+	// alone takes them.
+	Endpoint, PeerEndpoint uint16
 	// Announce makes a transmitter that has PeerMACs also take part in
 	// the module's discovery, for a receiver that learns its peer that way
 	// (the mplite module in two-machine mode).

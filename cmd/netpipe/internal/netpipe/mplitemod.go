@@ -72,7 +72,9 @@ func (MPLiteModule) Connect(ctx context.Context, ep Endpoint) (Conn, error) {
 	if spin == 0 {
 		spin = mplite.DefaultSpinTime
 	}
-	c, err := mplite.NewBondedComm(ep.Devices, rank, macs,
+	eps := make([]uint16, 2)
+	eps[rank], eps[1-rank] = ep.Endpoint, ep.PeerEndpoint
+	c, err := mplite.NewBondedComm(ep.Devices, rank, macs, mplite.WithEndpoints(eps),
 		mplite.WithJobKey(ep.Filter.JobKey), mplite.WithEtherType(ep.Filter.EtherType),
 		mplite.WithSpinTime(spin), mplite.WithYield(ep.Yield), mplite.WithPeerTimeout(timeout))
 	if err != nil {
