@@ -673,21 +673,29 @@ func (m *mcastEP) stashIt(port *vi.DatagramPort, pl []byte, src nic.Addr) {
 	}
 }
 
-// handle acts on one datagram of this operation.
+// handle acts on one datagram of this operation. Who sent it is checked
+// before anything it says is believed: a datagram from a host that is not
+// the member it claims to be is counted and dropped, and only the real
+// sender's disagreement about the length ends the call.
 func (o *mcOp) handle(h *mcHdr, src nic.Addr, pl []byte) error {
 	c := o.c
-	if int(h.total) != o.total {
-		return fmt.Errorf("multicast Bcast: rank %d sends %d bytes, this rank expects %d (mismatched calls?)",
-			h.rank, h.total, o.total)
-	}
 	if o.me == o.root {
 		if h.typ == mcData || int(h.rank) >= o.n || int(h.rank) == o.root || src != c.addrs[c.worldRank(int(h.rank))] {
 			o.bad()
 			return nil
 		}
+	} else if h.typ != mcData || src != o.rootAddr {
+		o.bad()
+		return nil
+	}
+	if int(h.total) != o.total {
+		return fmt.Errorf("multicast Bcast: rank %d sends %d bytes, this rank expects %d (mismatched calls?)",
+			h.rank, h.total, o.total)
+	}
+	if o.me == o.root {
 		return o.onFeedback(h)
 	}
-	if h.typ != mcData || src != o.rootAddr || int(h.seq) >= o.k {
+	if int(h.seq) >= o.k {
 		o.bad()
 		return nil
 	}

@@ -3,7 +3,9 @@ package mplite
 import (
 	"net"
 
+	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/vi"
 )
 
 // Hooks for the multicast tests (memnic worlds only).
@@ -24,4 +26,27 @@ func ParseMcastHeader(b []byte) (bool, []byte) {
 	out := make([]byte, mcHdrLen)
 	putMcHdr(out, &h)
 	return true, out
+}
+
+// ForgeMcast sends, from a stranger's port on c's memnic switch, a data
+// datagram to c's multicast group for operation op that claims to come
+// from rank and to belong to a message of total bytes.
+func ForgeMcast(c *Comm, op uint32, rank uint16, total uint32) error {
+	p, err := c.dev.(*memnic.Port).Switch().NewPort(memnic.PortConfig{Config: nic.Config{JobKey: c.cfg.jobKey, EtherType: c.cfg.etherType}})
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	id := c.groupID()
+	pl := make([]byte, mcHdrLen+64)
+	putMcHdr(pl, &mcHdr{typ: mcData, rank: rank, group: id, op: op, total: total})
+	src, _ := nic.MAC(p.HardwareAddr())
+	frame := make([]byte, vi.DatagramHeaderLen+len(pl))
+	n, err := vi.PutDatagram(frame, &vi.Datagram{Dst: nic.GroupMAC(c.cfg.jobKey, id), Src: src, DstEP: nic.EndpointAll,
+		EtherType: c.cfg.etherType, Kind: mcastKind, JobKey: c.cfg.jobKey, Payload: pl})
+	if err != nil {
+		return err
+	}
+	_, err = p.Send([][]byte{frame[:n]})
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -302,4 +303,45 @@ func TestMcastScatterLossy(t *testing.T) {
 			}))
 		})
 	}
+}
+
+// TestMcastForgedDatagrams: a stranger on the switch multicasts data
+// datagrams for the group's next operations that claim another length.
+// They are counted as bad and dropped; every Bcast completes with the
+// root's data (a forged length used to end the call before the sender was
+// checked).
+func TestMcastForgedDatagrams(t *testing.T) {
+	const n = 4
+	opts := []mplite.Option{mplite.WithAlgorithm("bcast", "mcast-ack")}
+	var forged sync.Once
+	errs := collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
+		// The group opens on the first call; the forgeries target the
+		// operations after it, and are stashed until their turn.
+		if err := bcastCheck(c, []int{100}, []int{0}, 0); err != nil {
+			return err
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		var ferr error
+		forged.Do(func() {
+			for op := uint32(2); op < 8 && ferr == nil; op++ {
+				ferr = mplite.ForgeMcast(c, op, 0, 999999)
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if err := bcastCheck(c, []int{1000, 12345, 3}, []int{0}, 1); err != nil {
+			return err
+		}
+		if st := c.McastStats(); c.Rank() != 0 && st.Bad == 0 {
+			return fmt.Errorf("rank %d counted no bad datagram: %+v", c.Rank(), st)
+		}
+		return nil
+	})
+	noErrors(t, errs)
 }

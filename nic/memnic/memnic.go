@@ -283,6 +283,9 @@ func (p *Port) isClosed() bool {
 	}
 }
 
+// Switch is the switch the port is on.
+func (p *Port) Switch() *Switch { return p.sw }
+
 // Close implements nic.Device.
 func (p *Port) Close() error {
 	p.closeOnce.Do(func() {
