@@ -331,6 +331,35 @@ func (r *ConnRequest) Reject() error {
 	return nil
 }
 
+// maxReqsPerSource bounds the requests one source (MAC and endpoint) may
+// have waiting for ConnectWait at once: a rank asks a rank once (mplite),
+// and a test or program that opens many VIs to one server from one
+// provider is still far from it.
+const maxReqsPerSource = 16
+
+// evictOldestRequest makes room in a full table by dropping the oldest
+// entry that is not in the consumer's hands: one answered already (kept
+// only to answer its repeats the same way) or one nobody has taken yet
+// (its sender repeats it, and is queued again once there is room). It
+// returns false if every entry is taken and unanswered. p.mu is held.
+func (p *Provider) evictOldestRequest() bool {
+	oldest := -1
+	for i, q := range p.connReqs {
+		if (!q.taken || q.handled) && (oldest < 0 || q.at < p.connReqs[oldest].at) {
+			oldest = i
+		}
+	}
+	if oldest < 0 {
+		return false
+	}
+	last := len(p.connReqs) - 1
+	copy(p.connReqs[oldest:], p.connReqs[oldest+1:])
+	p.connReqs[last] = nil
+	p.connReqs = p.connReqs[:last]
+	p.stats.EvictedRequests++
+	return true
+}
+
 // connReqLimit bounds the requests waiting for ConnectWait: one per VI the
 // provider may open, so that a server can hold a first request from every
 // client it could accept at once (127 ranks asking one rank of a 128-rank job
@@ -361,17 +390,32 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	}
 	clear(p.connReqs[len(keep):])
 	p.connReqs = keep
+	fromSource := 0
 	for _, q := range p.connReqs {
 		if q.remoteMAC == h.Src && q.remoteEP == h.SrcEP && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
-			q.at = now
+			// A repeat. It keeps a request the consumer holds alive, but
+			// does not make a waiting one younger: a host that repeats
+			// a request cannot keep its entry in the table for ever.
+			if q.taken {
+				q.at = now
+			}
 			p.stats.RepeatedRequests++
 			if q.rejected {
 				p.rejectFrame(q.remoteMAC, q.remoteEP, q.remoteVI, q.remoteConnID) // our Reject was lost
 			}
 			return
 		}
+		if q.remoteMAC == h.Src && q.remoteEP == h.SrcEP && !q.taken {
+			fromSource++
+		}
 	}
-	if len(p.connReqs) >= p.connReqLimit() || h.Imm == 0 {
+	if h.Imm == 0 || fromSource >= maxReqsPerSource {
+		// One host (MAC and endpoint) holds at most maxReqsPerSource
+		// waiting entries, so it cannot fill the table alone.
+		p.stats.RefusedRequests++
+		return
+	}
+	if len(p.connReqs) >= p.connReqLimit() && !p.evictOldestRequest() {
 		p.stats.RefusedRequests++
 		return
 	}

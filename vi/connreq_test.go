@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/memnic"
+	"github.com/ethervia/ethervia/reliability"
 )
 
 // A client repeats its request while the server holds it unanswered. The
@@ -157,5 +159,104 @@ func TestConnectFanIn(t *testing.T) {
 	}
 	if s := server.p.Stats(); s.RefusedRequests != 0 {
 		t.Errorf("%d requests refused: %+v", s.RefusedRequests, s)
+	}
+}
+
+// TestConnRequestFlood: a stranger floods a server with connection
+// requests, from its own MAC and from made-up ones, more than the table
+// holds. One source keeps at most maxReqsPerSource entries, repeats do not
+// keep an entry young, a full table gives way to the newest request, and a
+// real client still connects while the flood goes on.
+func TestConnRequestFlood(t *testing.T) {
+	sw := memnic.NewSwitch(5)
+	server := newHost(t, sw, 1500, memnic.Faults{}, Options{MaxVIs: 8}, 0) // a table of minConnReqs
+	attacker, err := sw.NewPort(memnic.PortConfig{Config: nic.Config{JobKey: testJob}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer attacker.Close()
+	dst, _ := nic.MAC(server.p.Attributes().HardwareAddr)
+	own, _ := nic.MAC(attacker.HardwareAddr())
+	forge := func(src [6]byte, n uint32) {
+		b := make([]byte, reliability.HeaderLen)
+		reliability.Put(b, &reliability.Header{Dst: dst, Src: src, EtherType: nic.DefaultEtherType, JobKey: testJob,
+			Kind: reliability.KindConnReq, SrcVI: uint16(n%60000 + 1), Imm: n + 1, RAddr: 7, MsgLen: 1 << 20,
+			RKey: uint32(ReliableDelivery)})
+		if _, err := attacker.Send([][]byte{b}); err != nil {
+			t.Error(err)
+		}
+	}
+	// From one source: only maxReqsPerSource are kept.
+	for i := range uint32(200) {
+		forge(own, i)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for server.p.ConnRequests()+server.p.Stats().RefusedRequests < 200 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := server.p.ConnRequests(); got != maxReqsPerSource {
+		t.Fatalf("%d requests queued from one source, want %d", got, maxReqsPerSource)
+	}
+	// From made-up sources, beyond the table, again and again while a
+	// real client connects.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := uint32(1000); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			forge([6]byte{0x02, 0xba, 0xd0, byte(i >> 16), byte(i >> 8), byte(i)}, i)
+			if i%64 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for server.p.ConnRequests() < maxReqsPerSource+2*minConnReqs {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("the flood did not fill the table: %+v", server.p.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	client := newHost(t, sw, 1500, memnic.Faults{}, Options{ConnectRetry: 5 * time.Millisecond}, 0)
+	cv := client.newVI(t, Attributes{Reliability: ReliableDelivery})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- cv.ConnectRequest(ctxT(t, 20*time.Second), Address{MAC: server.p.Attributes().HardwareAddr, Discriminator: 7})
+	}()
+	want := client.p.Attributes().HardwareAddr.String()
+	for end := time.Now().Add(20 * time.Second); ; {
+		select {
+		case err := <-errc:
+			t.Fatalf("the client gave up before it was accepted: %v; server %+v", err, server.p.Stats())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		req, err := server.p.ConnectWait(ctx, 7)
+		cancel()
+		if err != nil {
+			if time.Now().After(end) {
+				t.Fatalf("the real client's request never came: %v; %+v", err, server.p.Stats())
+			}
+			continue
+		}
+		if req.Remote().MAC.String() != want {
+			req.Reject()
+			continue
+		}
+		if err := req.Accept(server.newVI(t, Attributes{Reliability: ReliableDelivery})); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if s := server.p.Stats(); s.EvictedRequests == 0 || s.RefusedRequests == 0 {
+		t.Errorf("no request evicted or refused under the flood: %+v", s)
 	}
 }

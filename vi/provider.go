@@ -100,10 +100,14 @@ type Stats struct {
 	SendErrors          uint64 // frames the device refused
 	RecvErrors          uint64 // device receive calls that failed (not closed)
 	// RepeatedRequests counts connection requests already known (a lost
-	// answer, or a replay): answered again or refreshed, never queued
-	// twice. RefusedRequests counts requests dropped because the queue of
-	// unanswered ones is full or they carry no nonce.
+	// answer, or a replay): answered again, never queued twice.
+	// RefusedRequests counts requests dropped because the queue of
+	// unanswered ones is full of taken ones, their source already has
+	// maxReqsPerSource waiting, or they carry no nonce.
 	RepeatedRequests, RefusedRequests uint64
+	// EvictedRequests counts waiting requests dropped from a full queue
+	// to make room for a newer one (their senders repeat them).
+	EvictedRequests uint64
 	// Memory is the registration table's state and its refused remote
 	// accesses by reason (no region, protection tag, right, bounds).
 	Memory rdma.Stats
