@@ -7,7 +7,13 @@
 // heard every rank say Done, so every rank knows every address). A rank
 // returns once it has AllDone and no rank without AllDone has spoken for
 // Linger periods; lingering ranks keep announcing, so a rank that is late or
-// whose frames are lost still hears everything it needs.
+// whose frames are lost still hears everything it needs. An announcement
+// that disagrees with what a rank knows (another job size, a second claim
+// of a rank) is ignored and counted, so that one frame from a stranger
+// neither ends nor stalls the discovery; if the discovery then times out,
+// the error says so (ErrSizeMismatch, ErrDuplicateRank). Announcements are
+// not authenticated: a stranger that claims a rank before the real one is
+// heard is believed.
 package bootstrap
 
 import (
@@ -187,10 +193,7 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]nic.Addr, erro
 				// the sender repeats its announcement anyway.
 				continue
 			}
-			if err := s.hear(a); err != nil {
-				return nil, fmt.Errorf("bootstrap rank %d: %w", cfg.Rank, err)
-			}
-			if !a.AllDone {
+			if s.hear(a) && !a.AllDone {
 				quiet = 0 // a straggler: stay and keep answering
 			}
 		}
@@ -198,6 +201,11 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]nic.Addr, erro
 			continue
 		}
 		if err := ctx.Err(); err != nil {
+			if s.conflict != nil {
+				// What may explain the stall: another job under this
+				// key, a misconfigured rank, or a stranger.
+				err = errors.Join(err, fmt.Errorf("%w (%d conflicting announcements ignored)", s.conflict, s.conflicts))
+			}
 			return nil, fmt.Errorf("bootstrap rank %d: %w: %s", cfg.Rank, err, s.missing())
 		}
 		wake := next
@@ -215,18 +223,37 @@ type state struct {
 	addrs         []nic.Addr
 	heard, done   []bool
 	nHeard, nDone int
+	// conflict is the first announcement that disagreed with what this
+	// rank knows (another size, a rank claimed twice); conflicts counts
+	// them. They are ignored, so that one frame from a stranger cannot
+	// end a job's start-up, and reported if the discovery times out.
+	conflict  error
+	conflicts int
 }
 
-func (s *state) hear(a Announcement) error {
+func (s *state) noteConflict(err error) {
+	if s.conflict == nil {
+		s.conflict = err
+	}
+	s.conflicts++
+}
+
+// hear takes in an announcement and reports whether it was believed. One
+// that conflicts with what is known already (the first claim of a rank
+// wins) is counted and ignored, and does not keep this rank lingering.
+func (s *state) hear(a Announcement) bool {
 	if a.Size != s.cfg.Size {
-		return fmt.Errorf("%w: rank %d (%x) says %d, this rank %d", ErrSizeMismatch, a.Rank, a.Src, a.Size, s.cfg.Size)
+		s.noteConflict(fmt.Errorf("%w: rank %d (%x) says %d, this rank %d", ErrSizeMismatch, a.Rank, a.Src, a.Size, s.cfg.Size))
+		return false
 	}
 	from := nic.Addr{MAC: a.Src, EP: a.Endpoint}
 	if a.Rank == s.cfg.Rank && from != s.addrs[s.cfg.Rank] {
-		return fmt.Errorf("%w: %d is claimed by %v and by this rank", ErrDuplicateRank, a.Rank, from)
+		s.noteConflict(fmt.Errorf("%w: %d is claimed by %v and by this rank", ErrDuplicateRank, a.Rank, from))
+		return false
 	}
 	if s.heard[a.Rank] && s.addrs[a.Rank] != from {
-		return fmt.Errorf("%w: %d is claimed by %v and %v", ErrDuplicateRank, a.Rank, s.addrs[a.Rank], from)
+		s.noteConflict(fmt.Errorf("%w: %d is claimed by %v and %v", ErrDuplicateRank, a.Rank, s.addrs[a.Rank], from))
+		return false
 	}
 	if !s.heard[a.Rank] {
 		s.heard[a.Rank], s.addrs[a.Rank] = true, from
@@ -236,7 +263,7 @@ func (s *state) hear(a Announcement) error {
 		s.done[a.Rank] = true
 		s.nDone++
 	}
-	return nil
+	return true
 }
 
 // selfIsDone: this rank has heard every rank.

@@ -112,9 +112,11 @@ func TestMissingRankTimesOutNamingIt(t *testing.T) {
 	<-done
 }
 
+// A rank of another size does not end the discovery at once (a stranger
+// could send that), but the timeout names it.
 func TestSizeMismatch(t *testing.T) {
 	ps := ports(t, 2, memnic.Faults{}, 4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	go Discover(ctx, ps[1], Config{Rank: 1, Size: 3, JobKey: job})
 	_, err := Discover(ctx, ps[0], Config{Rank: 0, Size: 2, JobKey: job})
@@ -125,7 +127,7 @@ func TestSizeMismatch(t *testing.T) {
 
 func TestDuplicateRank(t *testing.T) {
 	ps := ports(t, 3, memnic.Faults{}, 5)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	go Discover(ctx, ps[1], Config{Rank: 1, Size: 3, JobKey: job})
 	go Discover(ctx, ps[2], Config{Rank: 1, Size: 3, JobKey: job})
@@ -133,6 +135,46 @@ func TestDuplicateRank(t *testing.T) {
 	if !errors.Is(err, ErrDuplicateRank) {
 		t.Fatalf("got %v, want ErrDuplicateRank", err)
 	}
+}
+
+// TestStrangerAnnouncements: a host on the switch announces a job of
+// another size from the start, and, once the real ranks have heard each
+// other, claims their ranks, again and again. The real ranks ignore it
+// (an announcement that conflicts used to end every rank's discovery) and
+// find each other with the right addresses. A stranger that claims a rank
+// before the real one is heard needs the job secret to be told apart
+// (issue 26's authentication).
+func TestStrangerAnnouncements(t *testing.T) {
+	ps := ports(t, 4, memnic.Faults{}, 9)
+	stranger, real := ps[3], ps[:3]
+	self, _ := nic.MAC(stranger.HardwareAddr())
+	start := time.Now()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		out := make([]byte, msgLen)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			size, rank := 99, i%3
+			if time.Since(start) > 50*time.Millisecond && i%2 == 0 {
+				size = 3 // a claim of a real rank, heard already
+			}
+			s := &state{cfg: Config{Rank: rank, Size: size, JobKey: job, EtherType: nic.DefaultEtherType},
+				addrs: make([]nic.Addr, size), heard: make([]bool, size), done: make([]bool, size)}
+			s.announce(out, self)
+			stranger.Send([][]byte{out})
+			time.Sleep(200 * time.Microsecond)
+		}
+	}()
+	rs := discoverAll(t, real, func(int) time.Duration { return 0 }, 10*time.Second)
+	close(stop)
+	<-done
+	checkAll(t, real, rs)
 }
 
 func TestBadConfig(t *testing.T) {
