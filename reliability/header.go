@@ -110,6 +110,9 @@ type Header struct {
 	RAddr  uint64
 }
 
+// Source is the sender's address: its MAC and endpoint.
+func (h *Header) Source() nic.Addr { return nic.Addr{MAC: h.Src, EP: h.SrcEP} }
+
 // Errors returned by Parse.
 var (
 	ErrShort   = errors.New("reliability: frame shorter than the header")

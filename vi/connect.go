@@ -23,8 +23,7 @@ const minConnReqs = 64
 type ConnRequest struct {
 	p            *Provider
 	remote       Address
-	remoteMAC    [6]byte
-	remoteEP     uint16
+	remoteAddr   nic.Addr
 	remoteVI     uint16
 	remoteConnID uint32
 	peerISN      reliability.Seq
@@ -67,7 +66,7 @@ func remoteAttrs(h *reliability.Header) RemoteAttributes {
 func (v *VI) connFrame(kind reliability.Kind, dstVI uint16, connID uint32) {
 	p := v.p
 	v.advCredit = v.recvMsn + uint32(v.rq.Back()-v.rqNext)
-	h := reliability.Header{Dst: v.remoteMAC, Src: p.mac, DstEP: v.remoteEP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+	h := reliability.Header{Dst: v.remoteAddr.MAC, Src: p.mac, DstEP: v.remoteAddr.EP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		Kind: kind, DstVI: dstVI, SrcVI: v.id, ConnID: connID, Seq: v.isn, Credit: v.advCredit,
 		Imm: v.localConnID, RAddr: v.remote.Discriminator, MsgLen: uint32(v.attrs.MaxTransfer),
 		Offset: uint32(p.opts.Window), RKey: attrBits(v.attrs)}
@@ -78,8 +77,8 @@ func (v *VI) connFrame(kind reliability.Kind, dstVI uint16, connID uint32) {
 }
 
 // rejectFrame answers a request with a Reject.
-func (p *Provider) rejectFrame(to [6]byte, toEP uint16, dstVI uint16, connID uint32) {
-	h := reliability.Header{Dst: to, Src: p.mac, DstEP: toEP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+func (p *Provider) rejectFrame(to nic.Addr, dstVI uint16, connID uint32) {
+	h := reliability.Header{Dst: to.MAC, Src: p.mac, DstEP: to.EP, SrcEP: p.ep, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		Kind: reliability.KindConnReject, DstVI: dstVI, ConnID: connID}
 	b := p.mgmtBuf()
 	reliability.Put(b, &h)
@@ -88,11 +87,11 @@ func (p *Provider) rejectFrame(to [6]byte, toEP uint16, dstVI uint16, connID uin
 }
 
 // begin prepares v for a new connection to remote. p.mu is held.
-func (v *VI) begin(mode connMode, remote Address, mac [6]byte, ep uint16) {
+func (v *VI) begin(mode connMode, remote Address, to nic.Addr) {
 	p := v.p
 	v.state, v.mode, v.rejected = Pending, mode, false
-	v.remote = Address{MAC: append(net.HardwareAddr(nil), mac[:]...), Endpoint: ep, Discriminator: remote.Discriminator}
-	v.remoteMAC, v.remoteEP, v.remoteVI, v.remoteConnID = mac, ep, 0, 0
+	v.remote = Address{MAC: append(net.HardwareAddr(nil), to.MAC[:]...), Endpoint: to.EP, Discriminator: remote.Discriminator}
+	v.remoteAddr, v.remoteVI, v.remoteConnID = to, 0, 0
 	v.localConnID = p.nonce()
 	v.isn = reliability.Seq(p.rng.Uint32())
 	v.recvMsn = 0
@@ -106,7 +105,7 @@ func (v *VI) begin(mode connMode, remote Address, mac [6]byte, ep uint16) {
 // p.mu is held.
 func (v *VI) establish(now reliability.Time, remoteVI uint16, remoteConnID uint32, peerISN reliability.Seq, peerCredit uint32, peerWindow int) error {
 	p := v.p
-	ep := reliability.Endpoint{Local: p.mac, Remote: v.remoteMAC, LocalEP: p.ep, RemoteEP: v.remoteEP, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
+	ep := reliability.Endpoint{Local: p.mac, Remote: v.remoteAddr.MAC, LocalEP: p.ep, RemoteEP: v.remoteAddr.EP, EtherType: p.opts.EtherType, JobKey: p.opts.JobKey,
 		LocalVI: v.id, RemoteVI: remoteVI, LocalConnID: v.localConnID, RemoteConnID: remoteConnID,
 		ISN: v.isn, PeerISN: peerISN, PeerCredit: peerCredit, PeerRecvWindow: peerWindow, InitialRecvCred: v.advCredit}
 	cfg := reliability.Config{Level: v.attrs.Reliability, FrameCap: p.frameCap, Window: p.opts.Window,
@@ -141,7 +140,7 @@ func (v *VI) ConnectRequest(ctx context.Context, remote Address) error {
 		p.mu.Unlock()
 		return fmt.Errorf("vi %d: connect: %w: %v", v.id, ErrState, st)
 	}
-	v.begin(modeClient, remote, mac, remote.Endpoint)
+	v.begin(modeClient, remote, nic.Addr{MAC: mac, EP: remote.Endpoint})
 	v.connFrame(reliability.KindConnReq, 0, 0)
 	attempt := v.localConnID
 	p.mu.Unlock()
@@ -164,12 +163,12 @@ func (v *VI) ConnectPeer(ctx context.Context, remote Address) error {
 		return fmt.Errorf("vi %d: connect peer: %w: %v", v.id, ErrState, st)
 	}
 	for _, o := range p.vis {
-		if o != nil && o != v && o.mode == modePeer && o.remoteMAC == mac && o.remoteEP == remote.Endpoint && o.remote.Discriminator == remote.Discriminator {
+		if o != nil && o != v && o.mode == modePeer && o.remoteAddr == (nic.Addr{MAC: mac, EP: remote.Endpoint}) && o.remote.Discriminator == remote.Discriminator {
 			p.mu.Unlock()
 			return fmt.Errorf("vi %d: connect peer: %w: VI %d already uses %v", v.id, ErrState, o.id, remote)
 		}
 	}
-	v.begin(modePeer, remote, mac, remote.Endpoint)
+	v.begin(modePeer, remote, nic.Addr{MAC: mac, EP: remote.Endpoint})
 	v.connFrame(reliability.KindPeerReq, 0, 0)
 	attempt := v.localConnID
 	p.mu.Unlock()
@@ -306,7 +305,7 @@ func (r *ConnRequest) Accept(v *VI) error {
 		return fmt.Errorf("vi %d: accept: %w: reliability %v, requested %v", v.id, ErrAttributes, v.attrs.Reliability, r.attrs.Reliability)
 	}
 	r.handled = true
-	v.begin(modeServer, r.remote, r.remoteMAC, r.remoteEP)
+	v.begin(modeServer, r.remote, r.remoteAddr)
 	v.advCredit = v.recvMsn + uint32(v.rq.Back()-v.rqNext)
 	if err := v.establish(p.now(), r.remoteVI, r.remoteConnID, r.peerISN, r.peerCredit, r.peerWindow); err != nil {
 		v.state, v.mode = Idle, modeNone
@@ -326,7 +325,7 @@ func (r *ConnRequest) Reject() error {
 	}
 	r.handled, r.rejected = true, true
 	if !p.closed {
-		p.rejectFrame(r.remoteMAC, r.remoteEP, r.remoteVI, r.remoteConnID)
+		p.rejectFrame(r.remoteAddr, r.remoteVI, r.remoteConnID)
 	}
 	return nil
 }
@@ -376,7 +375,7 @@ func (p *Provider) ConnRequests() uint64 { return p.connQueued.Load() }
 // onConnReq records a client's request, or answers a repeated one.
 func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	for _, v := range p.vis {
-		if v != nil && v.mode == modeServer && v.conn != nil && v.remoteMAC == h.Src && v.remoteEP == h.SrcEP && v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm {
+		if v != nil && v.mode == modeServer && v.conn != nil && v.remoteAddr == h.Source() && v.remoteVI == h.SrcVI && v.remoteConnID == h.Imm {
 			v.connFrame(reliability.KindConnAccept, v.remoteVI, v.remoteConnID) // our Accept was lost
 			p.stats.RepeatedRequests++
 			return
@@ -390,9 +389,9 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 	}
 	clear(p.connReqs[len(keep):])
 	p.connReqs = keep
-	fromSource := 0
+	fromSource, src := 0, h.Source()
 	for _, q := range p.connReqs {
-		if q.remoteMAC == h.Src && q.remoteEP == h.SrcEP && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
+		if q.remoteAddr == src && q.remoteVI == h.SrcVI && q.remoteConnID == h.Imm {
 			// A repeat. It keeps a request the consumer holds alive, but
 			// does not make a waiting one younger: a host that repeats
 			// a request cannot keep its entry in the table for ever.
@@ -401,11 +400,11 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 			}
 			p.stats.RepeatedRequests++
 			if q.rejected {
-				p.rejectFrame(q.remoteMAC, q.remoteEP, q.remoteVI, q.remoteConnID) // our Reject was lost
+				p.rejectFrame(q.remoteAddr, q.remoteVI, q.remoteConnID) // our Reject was lost
 			}
 			return
 		}
-		if q.remoteMAC == h.Src && q.remoteEP == h.SrcEP && !q.taken {
+		if q.remoteAddr == src && !q.taken {
 			fromSource++
 		}
 	}
@@ -420,8 +419,8 @@ func (p *Provider) onConnReq(now reliability.Time, h *reliability.Header) {
 		return
 	}
 	p.connReqs = append(p.connReqs, &ConnRequest{p: p,
-		remote:    Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Endpoint: h.SrcEP, Discriminator: h.RAddr},
-		remoteMAC: h.Src, remoteEP: h.SrcEP, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
+		remote:     Address{MAC: append(net.HardwareAddr(nil), h.Src[:]...), Endpoint: h.SrcEP, Discriminator: h.RAddr},
+		remoteAddr: src, remoteVI: h.SrcVI, remoteConnID: h.Imm, peerISN: h.Seq, peerCredit: h.Credit,
 		peerWindow: int(h.Offset), attrs: remoteAttrs(h), at: now})
 	p.connQueued.Add(1)
 	wake.Signal(p.connWake)
@@ -434,7 +433,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 		return
 	}
 	for _, v := range p.vis {
-		if v == nil || v.mode != modePeer || v.remoteMAC != h.Src || v.remoteEP != h.SrcEP || v.remote.Discriminator != h.RAddr {
+		if v == nil || v.mode != modePeer || v.remoteAddr != h.Source() || v.remote.Discriminator != h.RAddr {
 			continue
 		}
 		switch v.state {
@@ -443,7 +442,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 				// The pair can never connect: tell the peer, and end our
 				// own attempt the same way, or whichever side hears the
 				// other first would give up while the other waits on.
-				p.rejectFrame(h.Src, h.SrcEP, h.SrcVI, h.Imm)
+				p.rejectFrame(h.Source(), h.SrcVI, h.Imm)
 				v.state, v.mode, v.rejected = Idle, modeNone, true
 				wake.Signal(v.stateWake)
 				return
@@ -463,7 +462,7 @@ func (p *Provider) onPeerReq(now reliability.Time, h *reliability.Header) {
 
 // onConnReply handles an Accept or Reject sent to v.
 func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
-	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) && h.ConnID == v.localConnID && h.Src == v.remoteMAC && h.SrcEP == v.remoteEP {
+	if v.state == Pending && (v.mode == modeClient || v.mode == modePeer) && h.ConnID == v.localConnID && h.Source() == v.remoteAddr {
 		if h.Kind == reliability.KindConnReject {
 			v.state, v.mode, v.rejected = Idle, modeNone, true
 			wake.Signal(v.stateWake)
@@ -475,7 +474,7 @@ func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
 		return
 	}
 	if h.Kind == reliability.KindConnAccept {
-		if v.conn != nil && h.Src == v.remoteMAC && h.SrcEP == v.remoteEP && h.SrcVI == v.remoteVI && h.Imm == v.remoteConnID {
+		if v.conn != nil && h.Source() == v.remoteAddr && h.SrcVI == v.remoteVI && h.Imm == v.remoteConnID {
 			return // a repeated Accept of our connection
 		}
 		v.p.noConnection(now, h, v)

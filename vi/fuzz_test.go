@@ -101,7 +101,7 @@ func fuzzInput(t *testing.T, data []byte) {
 		defer p.mu.Unlock()
 		now := p.now()
 		for i, v := range []*VI{target, bystander} {
-			v.begin(modeClient, Address{MAC: fuzzPeer[:]}, fuzzPeer, 0)
+			v.begin(modeClient, Address{MAC: fuzzPeer[:]}, nic.Addr{MAC: fuzzPeer})
 			v.advCredit = 4
 			if err := v.establish(now, uint16(fuzzPeerVI+i), fuzzPeerConn+uint32(i), fuzzPeerISN, 4, 64); err != nil {
 				t.Fatal(err)

@@ -448,7 +448,7 @@ func (p *Provider) input(now reliability.Time, frame []byte) {
 		v.onConnReply(now, &h)
 		return
 	}
-	if v.conn == nil || h.Src != v.remoteMAC || h.SrcEP != v.remoteEP || h.SrcVI != v.remoteVI || h.ConnID != v.localConnID {
+	if v.conn == nil || h.Source() != v.remoteAddr || h.SrcVI != v.remoteVI || h.ConnID != v.localConnID {
 		p.stats.Strays++
 		p.noConnection(now, &h, v)
 		return
@@ -471,7 +471,7 @@ func (p *Provider) noConnection(now reliability.Time, h *reliability.Header, v *
 	switch {
 	case h.Kind == reliability.KindConnAccept:
 		r.ConnID = h.Imm
-	case v.prev.remoteConnID != 0 && h.Src == v.prev.remoteMAC && h.SrcEP == v.prev.remoteEP && h.SrcVI == v.prev.remoteVI && h.ConnID == v.prev.localConnID:
+	case v.prev.remoteConnID != 0 && h.Source() == v.prev.remoteAddr && h.SrcVI == v.prev.remoteVI && h.ConnID == v.prev.localConnID:
 		r.ConnID = v.prev.remoteConnID
 		r.Msg = uint32(v.prev.reason)
 	default:

@@ -197,7 +197,7 @@ func fuzzRDMATarget(t *testing.T, data []byte) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		conns++
-		target.begin(modeClient, Address{MAC: peer[:]}, peer, 0)
+		target.begin(modeClient, Address{MAC: peer[:]}, nic.Addr{MAC: peer})
 		target.advCredit = uint32(target.rq.Back() - target.rqNext)
 		seqBase = reliability.Seq(fuzzPeerISN + conns*1000)
 		frames = 0

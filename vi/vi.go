@@ -7,6 +7,7 @@ import (
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/internal/wake"
+	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/reliability"
 )
@@ -25,8 +26,7 @@ type VI struct {
 	// connection
 	mode         connMode
 	remote       Address
-	remoteMAC    [6]byte
-	remoteEP     uint16
+	remoteAddr   nic.Addr
 	remoteVI     uint16
 	localConnID  uint32
 	remoteConnID uint32
@@ -84,8 +84,7 @@ const (
 // prevConn remembers the last connection so that its stray frames can be
 // answered with a Disconnect.
 type prevConn struct {
-	remoteMAC    [6]byte
-	remoteEP     uint16
+	remoteAddr   nic.Addr
 	remoteVI     uint16
 	localConnID  uint32
 	remoteConnID uint32
@@ -682,7 +681,7 @@ func (v *VI) disconnectLocked(now reliability.Time, reason reliability.Reason) {
 		if v.conn != nil {
 			p.service(v, now) // sends the Disconnect
 			p.sendTx()
-			v.prev = prevConn{remoteMAC: v.remoteMAC, remoteEP: v.remoteEP, remoteVI: v.remoteVI, localConnID: v.localConnID,
+			v.prev = prevConn{remoteAddr: v.remoteAddr, remoteVI: v.remoteVI, localConnID: v.localConnID,
 				remoteConnID: v.remoteConnID, reason: reason}
 			v.stats.Stats = v.stats.Stats.Add(v.conn.Stats())
 		}
