@@ -290,8 +290,9 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 			return nil, fmt.Errorf("mplite: rank %d has %d addresses for %d rails", i, len(ms), rails)
 		}
 		p := &peer{rank: i}
+		var ep uint16
 		if eps != nil {
-			p.ep = eps[i]
+			ep = eps[i]
 		}
 		for r, m := range ms {
 			mac, ok := nic.MAC(m)
@@ -302,7 +303,7 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 			p.macs = append(p.macs, append(net.HardwareAddr(nil), mac[:]...))
 		}
 		mac, _ := nic.MAC(ms[0])
-		a := nic.Addr{MAC: mac, EP: p.ep}
+		a := nic.Addr{MAC: mac, EP: ep}
 		for j := 0; j < i; j++ {
 			if c.addrs[j] == a {
 				c.cancel()

@@ -35,8 +35,7 @@ const (
 // peer is this rank's state for one other rank.
 type peer struct {
 	rank       int
-	macs       []net.HardwareAddr // one per rail
-	ep         uint16             // its endpoint on those NICs
+	macs       []net.HardwareAddr // one per rail (its endpoint: c.addrs[rank].EP)
 	v          link
 	state      peerState
 	attempt    int
@@ -162,7 +161,7 @@ func (c *Comm) ensureConn(p *peer) {
 	go func() {
 		defer c.conns.Done()
 		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.connectTimeout)
-		err := v.connect(ctx, p.macs, p.ep)
+		err := v.connect(ctx, p.macs, c.addrs[p.rank].EP)
 		cancel()
 		c.mu.Lock()
 		c.connectResult(p, attempt, err)
@@ -256,7 +255,7 @@ func (c *Comm) onConnRequest(req connRequest) {
 	}
 	p.attempt++
 	if !c.fab.acceptBlocks() {
-		if err := req.accept(p.v, p.macs, p.ep); err != nil {
+		if err := req.accept(p.v, p.macs, c.addrs[p.rank].EP); err != nil {
 			c.peerFailed(p, fmt.Errorf("accept: %w", err), true)
 			return
 		}
@@ -271,7 +270,7 @@ func (c *Comm) onConnRequest(req connRequest) {
 	c.conns.Add(1)
 	go func() {
 		defer c.conns.Done()
-		err := req.accept(v, p.macs, p.ep)
+		err := req.accept(v, p.macs, c.addrs[p.rank].EP)
 		c.mu.Lock()
 		if err != nil {
 			err = fmt.Errorf("accept: %w", err)
