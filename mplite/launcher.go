@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/localaddr"
 	"github.com/ethervia/ethervia/mplite/pmi"
 	"github.com/ethervia/ethervia/nic"
 )
@@ -76,16 +77,7 @@ func hostNetInfo() netInfo {
 		interfaces: net.Interfaces,
 		addrs:      func(i net.Interface) ([]net.Addr, error) { return i.Addrs() },
 		routeTable: func() (io.ReadCloser, error) { return os.Open("/proc/net/route") },
-		routeTo: func(ip net.IP) (net.IP, error) {
-			// A connected UDP socket sends nothing; it only asks the
-			// kernel's routing table which address it would use.
-			c, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: ip, Port: 9})
-			if err != nil {
-				return nil, err
-			}
-			defer c.Close()
-			return c.LocalAddr().(*net.UDPAddr).IP, nil
-		},
+		routeTo:    localaddr.Toward,
 		lookup: func(ctx context.Context, host string) ([]net.IP, error) {
 			return net.DefaultResolver.LookupIP(ctx, "ip", host)
 		},

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/localaddr"
 	"github.com/ethervia/ethervia/mplite/pmi"
 )
 
@@ -122,8 +123,7 @@ func remoteCommand(dir string, env, prog []string) string {
 }
 
 // addressToward returns the local address the kernel would use to reach
-// host, which is the address a rank there reaches us at. (A connected UDP
-// socket sends nothing.)
+// host, which is the address a rank there reaches us at.
 func addressToward(ctx context.Context, host string) (string, error) {
 	ip := net.ParseIP(host)
 	if ip == nil {
@@ -135,10 +135,9 @@ func addressToward(ctx context.Context, host string) (string, error) {
 		}
 		ip = ips[0]
 	}
-	c, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: ip, Port: 9})
+	local, err := localaddr.Toward(ip)
 	if err != nil {
-		return "", fmt.Errorf("mprun: no route to host %s: %w", host, err)
+		return "", fmt.Errorf("mprun: host %s: %w", host, err)
 	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+	return local.String(), nil
 }
