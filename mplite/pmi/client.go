@@ -302,8 +302,22 @@ func (c *Client) wrap(what string, err error) error {
 }
 
 // call1 sends a PMI-1 request and reads the response, which must be want.
-func (c *Client) call1(req message, want string) (message, error) {
-	b, err := appendV1(c.buf[:0], req)
+func (c *Client) call1(req message, want string) (message, error) { return c.exchange(1, req, want) }
+
+// call2 sends a PMI-2 request and reads the response, which must be want
+// and carry rc=0.
+func (c *Client) call2(req message, want string) (message, error) {
+	r, err := c.exchange(2, req, want)
+	if err != nil {
+		return r, err
+	}
+	return r, c.wrap(req.cmd, r.rc())
+}
+
+// exchange sends req in the wire form of version and reads the response,
+// which must be want.
+func (c *Client) exchange(version int, req message, want string) (message, error) {
+	b, err := appendMsg(c.buf[:0], version, req)
 	if err != nil {
 		return message{}, c.wrap(req.cmd, err)
 	}
@@ -311,7 +325,7 @@ func (c *Client) call1(req message, want string) (message, error) {
 	if _, err := c.conn.Write(b); err != nil {
 		return message{}, c.wrap(req.cmd, err)
 	}
-	r, err := readV1(c.rd)
+	r, err := readMsg(c.rd, version)
 	if err != nil {
 		return r, c.wrap(req.cmd, err)
 	}
@@ -319,27 +333,6 @@ func (c *Client) call1(req message, want string) (message, error) {
 		return r, c.wrap(req.cmd, fmt.Errorf("%w: answered by %s, want %s", ErrProtocol, r.cmd, want))
 	}
 	return r, nil
-}
-
-// call2 sends a PMI-2 request and reads the response, which must be want
-// and carry rc=0.
-func (c *Client) call2(req message, want string) (message, error) {
-	b, err := appendV2(c.buf[:0], req)
-	if err != nil {
-		return message{}, c.wrap(req.cmd, err)
-	}
-	c.buf = b
-	if _, err := c.conn.Write(b); err != nil {
-		return message{}, c.wrap(req.cmd, err)
-	}
-	r, err := readV2(c.rd)
-	if err != nil {
-		return r, c.wrap(req.cmd, err)
-	}
-	if r.cmd != want {
-		return r, c.wrap(req.cmd, fmt.Errorf("%w: answered by %s, want %s", ErrProtocol, r.cmd, want))
-	}
-	return r, c.wrap(req.cmd, r.rc())
 }
 
 // call sends a request in the session's version; for PMI-1 it also checks rc.
@@ -448,13 +441,11 @@ func (c *Client) Abort(code int, text string) error {
 	c.done = true
 	defer c.conn.Close()
 	c.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	var b []byte
-	var err error
+	m := msg("abort", "exitcode", strconv.Itoa(code))
 	if c.version == 2 {
-		b, err = appendV2(nil, msg("abort", "isworld", "1", "msg", text))
-	} else {
-		b, err = appendV1(nil, msg("abort", "exitcode", strconv.Itoa(code)))
+		m = msg("abort", "isworld", "1", "msg", text)
 	}
+	b, err := appendMsg(nil, c.version, m)
 	if err == nil {
 		_, err = c.conn.Write(b)
 	}

@@ -206,12 +206,7 @@ func (ss *session) run(ctx context.Context) (finalized bool, err error) {
 		return false, err
 	}
 	for {
-		var m message
-		if ss.version == 2 {
-			m, err = readV2(ss.rd)
-		} else {
-			m, err = readV1(ss.rd)
-		}
+		m, err := readMsg(ss.rd, ss.version)
 		if err != nil {
 			return false, err
 		}
@@ -249,28 +244,21 @@ func (ss *session) initack(m message) error {
 	return nil
 }
 
-func (ss *session) send1(m message) error {
-	b, err := appendV1(ss.buf[:0], m)
+// send1 answers in PMI-1's form, which init and initack use whatever the
+// session's version.
+func (ss *session) send1(m message) error { return ss.write(1, m) }
+
+// send answers in the session's version.
+func (ss *session) send(m message) error { return ss.write(ss.version, m) }
+
+func (ss *session) write(version int, m message) error {
+	b, err := appendMsg(ss.buf[:0], version, m)
 	if err != nil {
 		return err
 	}
 	ss.buf = b
 	_, err = ss.conn.Write(b)
 	return err
-}
-
-// send answers in the session's version.
-func (ss *session) send(m message) error {
-	if ss.version == 2 {
-		b, err := appendV2(ss.buf[:0], m)
-		if err != nil {
-			return err
-		}
-		ss.buf = b
-		_, err = ss.conn.Write(b)
-		return err
-	}
-	return ss.send1(m)
 }
 
 // reply answers a request with rc=0 and the given pairs.

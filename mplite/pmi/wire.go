@@ -246,3 +246,19 @@ func readV2(r *bufio.Reader) (message, error) {
 	}
 	return parseV2(string(body))
 }
+
+// appendMsg encodes m in the given protocol version's wire form.
+func appendMsg(b []byte, version int, m message) ([]byte, error) {
+	if version == 2 {
+		return appendV2(b, m)
+	}
+	return appendV1(b, m)
+}
+
+// readMsg reads one message in the given protocol version's wire form.
+func readMsg(r *bufio.Reader, version int) (message, error) {
+	if version == 2 {
+		return readV2(r)
+	}
+	return readV1(r)
+}
