@@ -1,0 +1,24 @@
+// Package shm carries messages between processes of one host without a
+// NIC: the intra-host transport under mplite's ranks that share a node.
+//
+// Every process creates one Inbox: a file in a shared-memory directory
+// (/dev/shm) holding one single-producer, single-consumer ring per process
+// that may send to it, and a FIFO next to it that wakes the owner when it
+// sleeps. A sender Attaches to the inbox of each process it talks to and
+// claims a ring there under its own identity. An entry in a ring is either
+// a message (its bytes are in the ring slot) or a write into memory the
+// receiver registered: its bytes travel in the slot too, or, when the
+// receiver may read the sender's memory, the entry holds only the sender's
+// address and the receiver copies the bytes itself in one step with
+// process_vm_readv (Linux's cross-memory attach, as Open MPI's vader and
+// MPICH's nemesis do).
+//
+// The receiver polls one doorbell word per inbox, which every commit
+// increments; it reads a ring only when the doorbell moved. A receiver
+// that is about to sleep sets a flag first; a sender that sees the flag
+// after its commit writes a byte to the FIFO.
+//
+// Both ends run on one host, so integers in the file are in the host's
+// byte order. Entries are validated before anything in them is used: a
+// process that scribbles on the file can corrupt only the bytes it sends.
+package shm

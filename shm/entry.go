@@ -1,0 +1,112 @@
+package shm
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Kind says what an entry carries.
+type Kind uint8
+
+// Entry kinds.
+const (
+	// Send is a message; its bytes are the entry's data.
+	Send Kind = 1
+	// Write puts the entry's data at Offset of the receiver's region RKey.
+	Write Kind = 2
+	// WriteRemote puts Length bytes, read from address Source of the
+	// sender by cross-memory attach, at Offset of region RKey.
+	WriteRemote Kind = 3
+)
+
+// flagImmediate marks an entry that completes a receive of the receiver
+// with ImmData (every Send does; a write's last entry may).
+const flagImmediate = 1
+
+// maxRemote bounds the length of a WriteRemote.
+const maxRemote = 1 << 40
+
+// An entry header, in the first EntryHeaderSize bytes of a slot:
+//
+//	0  4 length: data bytes (Send, Write) or bytes to read (WriteRemote)
+//	4  1 kind
+//	5  1 flags (flagImmediate)
+//	6  2 zero
+//	8  4 immediate data
+//	12 4 rkey
+//	16 8 offset in the region
+//	24 8 source address (WriteRemote)
+//	32 8 the length's upper bits (WriteRemote)
+
+// Entry is one ring entry.
+type Entry struct {
+	Kind      Kind
+	Immediate bool
+	ImmData   uint32
+	RKey      uint32
+	Offset    uint64
+	// Length is the number of bytes: len(Data) for Send and Write.
+	Length int
+	// Source is the sender's address of the bytes of a WriteRemote.
+	Source uint64
+	// Data is the bytes of a Send or Write, inside the ring: valid until
+	// the entry is released.
+	Data []byte
+}
+
+// put writes e's header into slot.
+func (e *Entry) put(slot []byte) {
+	h := slot[:EntryHeaderSize:EntryHeaderSize]
+	n := uint64(e.Length)
+	binary.NativeEndian.PutUint32(h[0:], uint32(n))
+	h[4] = byte(e.Kind)
+	h[5] = 0
+	if e.Immediate {
+		h[5] = flagImmediate
+	}
+	h[6], h[7] = 0, 0
+	binary.NativeEndian.PutUint32(h[8:], e.ImmData)
+	binary.NativeEndian.PutUint32(h[12:], e.RKey)
+	binary.NativeEndian.PutUint64(h[16:], e.Offset)
+	binary.NativeEndian.PutUint64(h[24:], e.Source)
+	binary.NativeEndian.PutUint64(h[32:], n>>32)
+}
+
+// parseEntry reads the entry in slot, whose data part holds at most
+// slotData bytes. It reads each field of shared memory once and checks
+// the copy, so a sender that rewrites the slot meanwhile cannot make it
+// pass the checks with one value and be used with another.
+func parseEntry(slot []byte, slotData int, e *Entry) error {
+	if len(slot) < EntryHeaderSize+slotData {
+		return fmt.Errorf("%w: slot of %d bytes", ErrCorrupt, len(slot))
+	}
+	h := slot[:EntryHeaderSize:EntryHeaderSize]
+	n := uint64(binary.NativeEndian.Uint32(h[0:])) | binary.NativeEndian.Uint64(h[32:])<<32
+	*e = Entry{Kind: Kind(h[4]), ImmData: binary.NativeEndian.Uint32(h[8:]),
+		RKey: binary.NativeEndian.Uint32(h[12:]), Offset: binary.NativeEndian.Uint64(h[16:])}
+	flags := h[5]
+	if flags&^flagImmediate != 0 || h[6] != 0 || h[7] != 0 {
+		return fmt.Errorf("%w: flags %#x %#x %#x", ErrCorrupt, flags, h[6], h[7])
+	}
+	e.Immediate = flags&flagImmediate != 0
+	switch e.Kind {
+	case Send, Write:
+		if n > uint64(slotData) {
+			return fmt.Errorf("%w: entry of %d bytes in a slot of %d", ErrCorrupt, n, slotData)
+		}
+		if e.Kind == Send && !e.Immediate {
+			return fmt.Errorf("%w: a send without immediate data", ErrCorrupt)
+		}
+		e.Length = int(n)
+		e.Data = slot[EntryHeaderSize : EntryHeaderSize+e.Length : EntryHeaderSize+e.Length]
+	case WriteRemote:
+		if n > maxRemote {
+			return fmt.Errorf("%w: remote write of %d bytes", ErrCorrupt, n)
+		}
+		e.Length = int(n)
+		e.Source = binary.NativeEndian.Uint64(h[24:])
+	default:
+		return fmt.Errorf("%w: kind %d", ErrCorrupt, e.Kind)
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package shm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Outbox is a sender's ring in another process's inbox. Its methods are
+// for one goroutine at a time.
+type Outbox struct {
+	path   string
+	mem    []byte
+	cfg    Config
+	hdr    []byte
+	slots  []byte
+	wake   int // the FIFO's write end (a raw descriptor: os.File.Fd would make it blocking)
+	pid    int
+	tail   uint64 // entries committed (only this side moves it)
+	head   uint64 // the head last read
+	reads  bool
+	wakeup [1]byte
+}
+
+// Attach maps the inbox at path and claims a ring in it for identity id
+// (not zero; a ring id already holds is taken again). It probes whether
+// this process may read the inbox owner's memory and records the answer
+// in the ring (Ring.OwnerReads). When the last ring is claimed it removes
+// the inbox's names: every process that will use it has it mapped.
+func Attach(path string, id uint32) (*Outbox, error) {
+	if id == 0 {
+		return nil, errors.New("shm: attach: identity 0")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shm: attach: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("shm: attach: %w", err)
+	}
+	if st.Size() < headerSize || st.Size() > maxFileSize {
+		return nil, fmt.Errorf("shm: attach %s: file of %d bytes", path, st.Size())
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shm: attach %s: map: %w", path, err)
+	}
+	o := &Outbox{path: path, mem: mem, wake: -1}
+	fail := func(err error) (*Outbox, error) {
+		o.Close()
+		return nil, fmt.Errorf("shm: attach %s: %w", path, err)
+	}
+	if o.cfg, err = readHeader(mem); err != nil {
+		return fail(err)
+	}
+	o.pid = int(load32(mem, offPID))
+	ring, claimed := -1, false
+	for i := 0; i < o.cfg.Rings && ring < 0; i++ {
+		hdr, _ := ringOf(mem, o.cfg, i)
+		if load32(hdr, offOwner) == id {
+			ring = i
+		} else if atomic.CompareAndSwapUint32(u32(hdr, offOwner), 0, id) {
+			ring, claimed = i, true
+		}
+	}
+	if ring < 0 {
+		return fail(ErrFull)
+	}
+	o.hdr, o.slots = ringOf(mem, o.cfg, ring)
+	o.tail = load64(o.hdr, offTail)
+	o.head = load64(o.hdr, offHead)
+	fd, err := unix.Open(wakePath(path), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("wake FIFO: %w", err))
+	}
+	o.wake = fd
+	o.reads = probe(o.pid, load64(mem, offProbe))
+	var reads uint32
+	if o.reads {
+		reads = 1
+	}
+	store32(o.hdr, offOwnerReads, reads)
+	if claimed && int(atomic.AddUint32(u32(mem, offAttached), 1)) == o.cfg.Rings {
+		_ = os.Remove(path)
+		_ = os.Remove(wakePath(path))
+	}
+	return o, nil
+}
+
+// probe reports whether this process can read pid's memory at addr, where
+// the inbox's magic is.
+func probe(pid int, addr uint64) bool {
+	var b [8]byte
+	return ReadRemote(pid, addr, b[:]) == nil && binary.NativeEndian.Uint64(b[:]) == magic
+}
+
+// PeerPID returns the inbox owner's process id.
+func (o *Outbox) PeerPID() int { return o.pid }
+
+// SlotData returns the largest entry's data.
+func (o *Outbox) SlotData() int { return o.cfg.SlotData }
+
+// Slots returns the ring's number of entries.
+func (o *Outbox) Slots() int { return o.cfg.Slots }
+
+// Reads reports whether this process can read the receiver's memory.
+func (o *Outbox) Reads() bool { return o.reads }
+
+// Reserve returns the data part of the next free slot, or false when the
+// ring is full.
+func (o *Outbox) Reserve() ([]byte, bool) {
+	if o.tail-o.head >= uint64(o.cfg.Slots) {
+		o.head = load64(o.hdr, offHead)
+		if o.tail-o.head >= uint64(o.cfg.Slots) {
+			return nil, false
+		}
+	}
+	s := o.slot()
+	return s[EntryHeaderSize : EntryHeaderSize+o.cfg.SlotData : EntryHeaderSize+o.cfg.SlotData], true
+}
+
+func (o *Outbox) slot() []byte {
+	size := o.cfg.slotSize()
+	i := int(o.tail&uint64(o.cfg.Slots-1)) * size
+	return o.slots[i : i+size : i+size]
+}
+
+// Commit publishes the entry in the slot Reserve returned (for Send and
+// Write, its Length bytes of data are already there; Data is ignored),
+// rings the doorbell and wakes the receiver if it sleeps. It returns the
+// entry's sequence number: it is consumed once Consumed exceeds it.
+func (o *Outbox) Commit(e *Entry) uint64 {
+	e.put(o.slot())
+	seq := o.tail
+	o.tail++
+	atomic.StoreUint64(u64(o.hdr, offTail), o.tail)
+	atomic.AddUint64(u64(o.mem, offDoorbell), 1)
+	if load32(o.mem, offSleeping) != 0 {
+		// A full FIFO already holds a wake-up: EAGAIN is fine.
+		_, _ = unix.Write(o.wake, o.wakeup[:])
+	}
+	return seq
+}
+
+// Consumed returns the number of entries the receiver has released.
+func (o *Outbox) Consumed() uint64 {
+	o.head = load64(o.hdr, offHead)
+	return o.head
+}
+
+// Close unmaps the ring. Entries committed stay for the receiver.
+func (o *Outbox) Close() error {
+	if o.wake >= 0 {
+		unix.Close(o.wake)
+		o.wake = -1
+	}
+	if o.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(o.mem)
+	o.mem, o.hdr, o.slots = nil, nil, nil
+	return err
+}

@@ -1,0 +1,224 @@
+package shm
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func newInbox(t *testing.T, cfg Config) *Inbox {
+	t.Helper()
+	in, err := Create(filepath.Join(t.TempDir(), "inbox"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	return in
+}
+
+func attach(t *testing.T, in *Inbox, id uint32) *Outbox {
+	t.Helper()
+	o, err := Attach(in.Path(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { o.Close() })
+	return o
+}
+
+func ringOwnedBy(t *testing.T, in *Inbox, id uint32) *Ring {
+	t.Helper()
+	for i := range in.Rings() {
+		if r := &in.Rings()[i]; r.Owner() == id {
+			return r
+		}
+	}
+	t.Fatalf("no ring owned by %d", id)
+	return nil
+}
+
+func TestSendsInOrder(t *testing.T) {
+	in := newInbox(t, Config{Rings: 2, Slots: 4, SlotData: 100})
+	o := attach(t, in, 7)
+	r := ringOwnedBy(t, in, 7)
+	if in.Pending() {
+		t.Fatal("pending before any commit")
+	}
+	for round := range 3 {
+		for i := range 4 {
+			b, ok := o.Reserve()
+			if !ok {
+				t.Fatalf("round %d: ring full after %d", round, i)
+			}
+			n := copy(b, []byte{byte(round), byte(i), 9})
+			if seq := o.Commit(&Entry{Kind: Send, Immediate: true, ImmData: uint32(i), Length: n}); seq != uint64(round*4+i) {
+				t.Fatalf("sequence %d, want %d", seq, round*4+i)
+			}
+		}
+		if _, ok := o.Reserve(); ok {
+			t.Fatal("reserved a fifth slot of four")
+		}
+		if !in.Pending() {
+			t.Fatal("doorbell did not move")
+		}
+		in.Seen(in.Doorbell())
+		for i := range 4 {
+			e, ok, err := r.Peek()
+			if err != nil || !ok {
+				t.Fatalf("peek %d: %v %v", i, ok, err)
+			}
+			if e.Kind != Send || e.ImmData != uint32(i) || !bytes.Equal(e.Data, []byte{byte(round), byte(i), 9}) {
+				t.Fatalf("entry %d: %+v", i, e)
+			}
+			r.Release()
+		}
+		if _, ok, _ := r.Peek(); ok {
+			t.Fatal("entry after the last")
+		}
+		if got := o.Consumed(); got != uint64(4*(round+1)) {
+			t.Fatalf("consumed %d", got)
+		}
+	}
+}
+
+func TestRemoteWrite(t *testing.T) {
+	in := newInbox(t, Config{Rings: 1, Slots: 2, SlotData: 64})
+	o := attach(t, in, 1)
+	if !o.Reads() || !ringOwnedBy(t, in, 1).OwnerReads() {
+		t.Skip("this process cannot read itself by process_vm_readv")
+	}
+	src := bytes.Repeat([]byte("ethervia"), 1<<17)
+	if _, ok := o.Reserve(); !ok {
+		t.Fatal("full")
+	}
+	o.Commit(&Entry{Kind: WriteRemote, RKey: 5, Offset: 3, Length: len(src), Source: Address(src)})
+	e, ok, err := ringOwnedBy(t, in, 1).Peek()
+	if err != nil || !ok || e.Kind != WriteRemote || e.Length != len(src) || e.RKey != 5 || e.Offset != 3 {
+		t.Fatalf("%+v %v %v", e, ok, err)
+	}
+	dst := make([]byte, e.Length)
+	if err := ReadRemote(os.Getpid(), e.Source, dst); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst, src) {
+		t.Fatal("remote read differs")
+	}
+}
+
+func TestWakeOnlyWhenSleeping(t *testing.T) {
+	in := newInbox(t, Config{Rings: 1, Slots: 2, SlotData: 8})
+	o := attach(t, in, 3)
+	woke := make(chan error, 1)
+	go func() { woke <- in.AwaitWake() }()
+	o.Reserve()
+	o.Commit(&Entry{Kind: Send, Immediate: true})
+	select {
+	case <-woke:
+		t.Fatal("woken while awake")
+	case <-time.After(50 * time.Millisecond):
+	}
+	in.Sleeping(true)
+	ringOwnedBy(t, in, 3).Peek()
+	ringOwnedBy(t, in, 3).Release()
+	o.Reserve()
+	o.Commit(&Entry{Kind: Send, Immediate: true})
+	select {
+	case err := <-woke:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a sleeping inbox was not woken")
+	}
+}
+
+func TestFullInboxAndNames(t *testing.T) {
+	in := newInbox(t, Config{Rings: 2, Slots: 1, SlotData: 8})
+	a := attach(t, in, 1)
+	if _, err := os.Stat(in.Path()); err != nil {
+		t.Fatalf("names gone before every ring was claimed: %v", err)
+	}
+	again := attach(t, in, 1) // the same identity takes its ring again
+	_ = again
+	attach(t, in, 2)
+	if _, err := os.Stat(in.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("inbox still named once every ring was claimed: %v", err)
+	}
+	if _, err := Attach(in.Path(), 3); err == nil {
+		t.Fatal("attached to an unnamed inbox")
+	}
+	_ = a
+}
+
+func TestRingFull(t *testing.T) {
+	cfg := Config{Rings: 1, Slots: 1, SlotData: 8}
+	in := newInbox(t, cfg)
+	o := attach(t, in, 1)
+	_ = in
+	// Attach claimed ring 0 of a one-ring inbox: a second identity fails.
+	if _, err := Attach(in.Path(), 2); err == nil {
+		t.Fatal("attached a second sender to a one-ring inbox")
+	}
+	o.Reserve()
+	o.Commit(&Entry{Kind: Send, Immediate: true})
+	if _, ok := o.Reserve(); ok {
+		t.Fatal("reserved in a full ring")
+	}
+}
+
+func TestCorruptRing(t *testing.T) {
+	in := newInbox(t, Config{Rings: 1, Slots: 2, SlotData: 16})
+	o := attach(t, in, 1)
+	r := ringOwnedBy(t, in, 1)
+	o.Reserve()
+	o.Commit(&Entry{Kind: Send, Immediate: true, Length: 17}) // longer than a slot
+	if _, _, err := r.Peek(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("oversized entry: %v", err)
+	}
+	store64(o.hdr, offTail, 100) // more entries than slots
+	r2 := Ring{hdr: r.hdr, slots: r.slots, cfg: r.cfg}
+	if _, _, err := r2.Peek(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("tail far past head: %v", err)
+	}
+}
+
+func TestBadConfigAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, cfg := range []Config{{}, {Rings: 1, Slots: 3, SlotData: 8}, {Rings: 1, Slots: 2, SlotData: 0}, {Rings: MaxRings + 1, Slots: 2, SlotData: 8}} {
+		if _, err := Create(filepath.Join(dir, "x"), cfg); err == nil {
+			t.Errorf("created an inbox with %+v", cfg)
+		}
+	}
+	junk := filepath.Join(dir, "junk")
+	os.WriteFile(junk, bytes.Repeat([]byte{0xff}, headerSize), 0o600)
+	if _, err := Attach(junk, 1); err == nil {
+		t.Error("attached to a file that is not an inbox")
+	}
+	if _, err := Attach(filepath.Join(dir, "none"), 1); err == nil {
+		t.Error("attached to nothing")
+	}
+}
+
+func FuzzParseEntry(f *testing.F) {
+	slot := make([]byte, EntryHeaderSize+32)
+	(&Entry{Kind: Send, Immediate: true, Length: 5}).put(slot)
+	f.Add(append([]byte(nil), slot...))
+	(&Entry{Kind: WriteRemote, Length: 1 << 20, Source: 0x1000}).put(slot)
+	f.Add(append([]byte(nil), slot...))
+	(&Entry{Kind: Write, RKey: 9, Offset: 7, Length: 32, Immediate: true}).put(slot)
+	f.Add(append([]byte(nil), slot...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var e Entry
+		if err := parseEntry(b, 32, &e); err != nil {
+			return
+		}
+		if e.Kind == Send || e.Kind == Write {
+			if e.Length != len(e.Data) || e.Length > 32 {
+				t.Fatalf("length %d, data %d", e.Length, len(e.Data))
+			}
+		}
+	})
+}
