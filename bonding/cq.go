@@ -140,6 +140,26 @@ func (cq *CQ) Done() (Completion, bool) {
 
 // Wait returns the oldest completion, waiting for one until ctx ends.
 func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
+	c, _, err := cq.WaitOr(ctx, nil)
+	return c, err
+}
+
+// Interrupt wakes a Wait or WaitOr under way, so that it looks at its stop
+// function again. It never blocks.
+func (cq *CQ) Interrupt() {
+	wake.Signal(cq.wake)
+	cq.b.interruptBlocked()
+}
+
+// WaitOr is Wait that also gives up, reporting ok false and no error, once
+// stop (if not nil) reports true; stop is checked before every sleep and
+// after every wake-up (Interrupt wakes a sleep for it).
+func (cq *CQ) WaitOr(ctx context.Context, stop func() bool) (c Completion, ok bool, err error) {
+	c, err = cq.waitOr(ctx, stop, &ok)
+	return c, ok, err
+}
+
+func (cq *CQ) waitOr(ctx context.Context, stop func() bool, got *bool) (Completion, error) {
 	var start int64
 	// spun holds the VIs whose pollers count this wait raised while it
 	// spins (see VI.pollers).
@@ -159,7 +179,11 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 	}()
 	for {
 		if c, ok := cq.Done(); ok {
+			*got = true
 			return c, nil
+		}
+		if stop != nil && stop() {
+			return Completion{}, nil
 		}
 		cq.mu.Lock()
 		closed := cq.closed

@@ -50,3 +50,22 @@ func (r bondRegistry) Register(buf []byte, tag rdma.PTag, acc rdma.Access) (*rdm
 func (r bondRegistry) Deregister(reg *rdma.Region) error {
 	return r.b.DeregisterMemory(descriptors.MemHandle(reg.Handle()))
 }
+
+// FillMemory is the target side of an RDMA write made outside the bond (by
+// a transport between processes of one host): it checks a write of n
+// bytes at offset off of bond region h under ptag, then lets fill place
+// the bytes.
+func (b *Bond) FillMemory(h descriptors.MemHandle, ptag PTag, off uint64, n int, fill func(dst []byte) error) error {
+	b.mu.RLock()
+	rg := b.lookup(h)
+	var t vi.PTag
+	ok := false
+	if rg != nil && rg.ptag == ptag {
+		t, ok = b.railTag(ptag, 0)
+	}
+	b.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("bonding: fill region %#x: %w", uint32(h), rdma.ErrNoRegion)
+	}
+	return b.rails[0].FillMemory(rg.rail[0], t, off, n, fill)
+}

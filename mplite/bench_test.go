@@ -17,7 +17,8 @@ import (
 // BenchmarkPingPong reports the half round trip of mplite Send/Recv and,
 // in the same run, of a bare VI ping-pong (the VI layer's own latency, the
 // baseline mplite's must stay within 1.15x of). Both run over memnic in
-// process, both ends polling; ns/op is the half round trip.
+// process, both ends polling; ns/op is the half round trip. shm is mplite
+// between two ranks of one host, through shared memory.
 func BenchmarkPingPong(b *testing.B) {
 	for _, size := range []int{1, 1024, mplite.DefaultEagerLimit, mplite.DefaultEagerLimit + 1, 64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("vi/%d", size), func(b *testing.B) {
@@ -27,11 +28,12 @@ func BenchmarkPingPong(b *testing.B) {
 			benchVI(b, size)
 		})
 		b.Run(fmt.Sprintf("mplite/%d", size), func(b *testing.B) { benchMPLite(b, size) })
+		b.Run(fmt.Sprintf("shm/%d", size), func(b *testing.B) { benchMPLite(b, size, mplite.WithLocalRanksPerHost(2)) })
 	}
 }
 
-func benchMPLite(b *testing.B, size int) {
-	comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
+func benchMPLite(b *testing.B, size int, opts ...mplite.Option) {
+	comms, err := mplite.NewLocalWorld(2, append([]mplite.Option{mplite.WithSpinTime(time.Minute)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

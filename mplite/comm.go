@@ -126,6 +126,7 @@ type endpoint struct {
 	// launcher is the PMI session Init opened, finalized with the world.
 	launcher *pmi.Client
 	fab      fabric     // nil in a world of one (fabric.go)
+	shmEP    *localEP   // shared memory with the ranks of this host, or nil (local.go)
 	addrs    []nic.Addr // every rank's rail-0 MAC and endpoint
 	chunk    int        // bytes per RDMA write descriptor
 	qdepth   int
@@ -201,6 +202,9 @@ type Stats struct {
 	Offered, OffersUsed, OffersTaken uint64
 	// BadEnvelopes counts malformed messages from peers (dropped).
 	BadEnvelopes uint64
+	// SharedMemory counts the ring entries (messages and pieces of
+	// writes) taken from ranks of this host, which bypass the NIC.
+	SharedMemory uint64
 	// UnexpectedBytes is what unexpected messages hold against the bound
 	// now (data copied aside plus a small cost per message);
 	// UnexpectedPeak is its highest value so far.
@@ -330,6 +334,11 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	}
 	if err := c.openProvider(); err != nil {
 		c.cancel()
+		return nil, err
+	}
+	if err := c.openLocal(); err != nil {
+		c.cancel()
+		c.fab.close()
 		return nil, err
 	}
 	c.bgStop = make(chan struct{})

@@ -28,6 +28,16 @@ func SetRailUp(c *Comm, r int, up bool) { c.devs[r].(*memnic.Port).SetUp(up) }
 // as when a process exits and its provider says goodbye.
 func Abandon(c *Comm) { c.Close() }
 
+// WithSharedMemoryCopies makes shared-memory links copy every write
+// through the rings, as they do when a peer cannot read this process's
+// memory (cross-memory attach refused).
+func WithSharedMemoryCopies() Option {
+	return func(c *config) error {
+		c.shmCopies = true
+		return nil
+	}
+}
+
 // DebugState describes c's connections, for failure messages.
 func DebugState(c *Comm) string {
 	c.mu.Lock()
@@ -44,10 +54,13 @@ func DebugState(c *Comm) string {
 			vstate, vstats = v.State(), v.Stats()
 		case *bonding.VI:
 			vstate, vstats = v.State(), v.Stats()
+		case *shmLink:
+			vstate = fmt.Sprintf("shared memory (attached %v, ring %v, %d receives, %d sends pending, %d sent, ring ready %v, stalled %v, at %d)",
+				v.out != nil, v.ring != nil, v.recvs.len(), len(v.pend)-v.ph, len(v.sent)-v.sh, v.ring != nil && v.ring.Ready(), v.stalled, v.at)
 		}
-		s += fmt.Sprintf("  peer %d: state %d, VI %v (%v), posted recv %d, sends %d, free slots %d, ctrl %d/%d, fin %v/%v/%v, VI stats %+v\n",
+		s += fmt.Sprintf("  peer %d: state %d, VI %v (%v), posted recv %d, sends %d, free slots %d, ctrl %d/%d, fin %v/%v/%v, VI stats %+v, error %v\n",
 			p.rank, p.state, vstate, p.v.Err(), p.rpos.n, p.sops.n, len(p.sfre), p.ctrlH, len(p.ctrlq),
-			p.finSent, p.finRecv, p.finAcked, vstats)
+			p.finSent, p.finRecv, p.finAcked, vstats, p.err)
 	}
 	return s
 }

@@ -44,6 +44,14 @@ type fabric interface {
 	// or -1; called with c.mu held.
 	linkID(comp completion) int
 	openDatagram(kind uint8, depth int) (*vi.DatagramPort, error)
+	// fillMemory is the target side of a write that came another way (from
+	// a rank of the same host): it checks region h as a remote write would
+	// be checked and lets put place the n bytes at off.
+	fillMemory(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error
+	// alsoWake makes wait return (as for a connection request) once
+	// pending reports true; interrupt wakes a wait under way to look.
+	alsoWake(pending func() bool)
+	interrupt()
 	close() error
 }
 
@@ -91,11 +99,24 @@ type viFabric struct {
 	// requestWaiting as a func value, made once: a closure per wait would
 	// allocate on every blocking wait.
 	stopWait func() bool
+	// extra is alsoWake's pending, or nil.
+	extra func() bool
 }
 
 // requestWaiting reports a connection request that came after the last
-// pollRequest (called with the provider's lock held: atomics only).
-func (f *viFabric) requestWaiting() bool { return f.p.ConnRequests() != f.seenReqs.Load() }
+// pollRequest, or other work for the waiter (called with the provider's
+// lock held: atomics only).
+func (f *viFabric) requestWaiting() bool {
+	return f.p.ConnRequests() != f.seenReqs.Load() || f.extra != nil && f.extra()
+}
+
+func (f *viFabric) alsoWake(pending func() bool) { f.extra = pending }
+
+func (f *viFabric) interrupt() { f.cq.Interrupt() }
+
+func (f *viFabric) fillMemory(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error {
+	return f.p.FillMemory(h, f.ptag, off, n, put)
+}
 
 func (f *viFabric) maxTransfer() int { return f.p.Attributes().MaxTransfer }
 
@@ -202,6 +223,16 @@ type bondFabric struct {
 	cq   *bonding.CQ
 
 	ids map[*bonding.VI]int // guarded by c.mu, under which newLink and linkID run
+	// extra is alsoWake's pending, or nil.
+	extra func() bool
+}
+
+func (f *bondFabric) alsoWake(pending func() bool) { f.extra = pending }
+
+func (f *bondFabric) interrupt() { f.cq.Interrupt() }
+
+func (f *bondFabric) fillMemory(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error {
+	return f.b.FillMemory(h, f.ptag, off, n, put)
 }
 
 func (f *bondFabric) maxTransfer() int { return f.b.Options().MaxTransfer }
@@ -248,7 +279,10 @@ func (f *bondFabric) done() (completion, bool) {
 }
 
 func (f *bondFabric) wait(ctx context.Context) (completion, error) {
-	comp, err := f.cq.Wait(ctx)
+	comp, ok, err := f.cq.WaitOr(ctx, f.extra)
+	if err == nil && !ok {
+		return completion{connReq: true}, nil
+	}
 	return completion{raw: comp.VI, recv: comp.Recv}, err
 }
 

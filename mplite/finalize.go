@@ -263,6 +263,7 @@ func (c *Comm) teardown() {
 		c.fab.close()     // disconnects every VI and wakes the progress goroutine
 		<-c.bgDone
 		c.conns.Wait()
+		c.closeLocal()
 		if c.ownDev {
 			for _, d := range c.devs {
 				d.Close()

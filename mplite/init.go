@@ -303,6 +303,7 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 	if !cfg.jobKeySet {
 		cfg.jobKey = 0x6d706c6c // "mpll"
 	}
+	cfg.shmTag = randomTag() // worlds of one process share the job key
 	k := max(1, cfg.rails)
 	perHost := max(1, cfg.perHost)
 	ports := make([][]*memnic.Port, n)

@@ -34,7 +34,7 @@ func (c *Comm) offerRecv(p *peer, r *Request) {
 		c.posted[p.rank].head != r || r.next != nil {
 		return
 	}
-	n := min(len(r.buf), c.chunk) // one write descriptor: its length is the message's
+	n := min(len(r.buf), c.chunkFor(p)) // one write descriptor: its length is the message's
 	reg, err := c.recvCache.Get(r.buf[:n])
 	if err != nil {
 		return // the handshake will register (and report) it

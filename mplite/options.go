@@ -69,6 +69,10 @@ type config struct {
 	jobKeySet        bool
 	mtu              int
 	perHost          int      // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
+	shm              bool     // ranks of one host talk through shared memory
+	shmSet           bool     // WithSharedMemory chose shm: MPLITE_SHM is ignored
+	shmTag           string   // names the world's inboxes (default: the job key)
+	shmCopies        bool     // writes go through the rings even where the peer could read ours (tests)
 	eps              []uint16 // NewComm's and NewBondedComm's endpoints (WithEndpoints)
 	rails            int
 	faults           memnic.Faults
@@ -102,6 +106,7 @@ func defaultConfig() config {
 		cacheBytes:       1 << 30,
 		tuning:           DefaultTuning(),
 		phasedTh:         DefaultPhasedThreshold,
+		shm:              true,
 	}
 }
 
@@ -125,6 +130,9 @@ func buildConfig(opts []Option) (config, error) {
 		return cfg, err
 	}
 	if err := cfg.pollEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
+	if err := cfg.shmEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -221,6 +229,33 @@ func WithRecvDepth(n int) Option {
 		c.recvDepth, c.recvDepthSet = n, true
 		return nil
 	}
+}
+
+// WithSharedMemory chooses whether ranks that share a NIC (ranks of one
+// host) exchange messages through shared memory (the default) or through
+// the NIC like ranks of different hosts. It overrides MPLITE_SHM (0 or 1).
+func WithSharedMemory(on bool) Option {
+	return func(c *config) error {
+		c.shm, c.shmSet = on, true
+		return nil
+	}
+}
+
+// shmEnv applies MPLITE_SHM unless WithSharedMemory chose.
+func (c *config) shmEnv(getenv func(string) string) error {
+	v := getenv("MPLITE_SHM")
+	if c.shmSet || v == "" {
+		return nil
+	}
+	switch v {
+	case "0":
+		c.shm = false
+	case "1":
+		c.shm = true
+	default:
+		return fmt.Errorf("mplite: MPLITE_SHM=%q: want 0 or 1", v)
+	}
+	return nil
 }
 
 // WithUnexpectedLimit bounds the bytes of unexpected eager messages this

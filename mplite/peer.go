@@ -35,6 +35,7 @@ const (
 // peer is this rank's state for one other rank.
 type peer struct {
 	rank       int
+	local      bool               // on this host: the link is a shmLink (local.go)
 	macs       []net.HardwareAddr // one per rail (its endpoint: c.addrs[rank].EP)
 	v          link
 	state      peerState
@@ -108,8 +109,10 @@ func (c *Comm) setupPeer(p *peer) error {
 	if err != nil {
 		return fmt.Errorf("register buffers: %w", err)
 	}
-	v, err := c.fab.newLink(c.qdepth)
-	if err != nil {
+	var v link
+	if p.local {
+		v = c.newShmLink(p)
+	} else if v, err = c.fab.newLink(c.qdepth); err != nil {
 		_ = c.fab.deregister(h)
 		return fmt.Errorf("new VI: %w", err)
 	}
@@ -132,10 +135,12 @@ func (c *Comm) setupPeer(p *peer) error {
 		p.wd[i].Segments = segs[2*r+i : 2*r+i+1 : 2*r+i+1]
 		p.wfre = append(p.wfre, i)
 	}
-	for id := v.id(); len(c.byVI) <= id; {
-		c.byVI = append(c.byVI, nil)
+	if id := v.id(); id >= 0 {
+		for len(c.byVI) <= id {
+			c.byVI = append(c.byVI, nil)
+		}
+		c.byVI[id] = p
 	}
-	c.byVI[v.id()] = p
 	for i := range r {
 		if err := v.PostRecv(&p.rd[i]); err != nil {
 			return fmt.Errorf("post receive: %w", err)
@@ -152,6 +157,10 @@ func (c *Comm) ensureConn(p *peer) {
 	}
 	if err := c.setupPeer(p); err != nil {
 		c.peerFailed(p, err, true)
+		return
+	}
+	if p.local {
+		c.connectLocal(p)
 		return
 	}
 	c.setState(p, stConnecting)
@@ -380,7 +389,7 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 // postChunk posts the next RDMA write of handshake send r; the last one
 // carries the receive's id as immediate data.
 func (c *Comm) postChunk(p *peer, r *Request) bool {
-	n := min(c.chunk, r.grant-r.off)
+	n := min(c.chunkFor(p), r.grant-r.off)
 	k := len(p.wfre) - 1
 	i := p.wfre[k]
 	p.wfre = p.wfre[:k]

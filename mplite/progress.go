@@ -45,8 +45,8 @@ func (c *Comm) wait(w waitCond) {
 		if spin > 0 {
 			spin = 0
 			win := spinWindow{limit: int64(c.cfg.spin)}
-			win.restart(c.nanos(), c.fab.received())
-			for {
+			win.restart(c.nanos(), c.received())
+			for turn := 1; ; turn++ {
 				c.mu.Lock()
 				c.progressFor(w)
 				ok := w.ready()
@@ -54,7 +54,9 @@ func (c *Comm) wait(w waitCond) {
 				if ok {
 					return
 				}
-				if !win.more(c.nanos(), c.fab.received()) {
+				// The clock every few turns only: reading it cost a
+				// quarter of a shared-memory round trip.
+				if turn%clockEvery == 0 && !win.more(c.nanos(), c.received()) {
 					break
 				}
 				if c.cfg.osYield {
@@ -86,11 +88,17 @@ func (c *Comm) wait(w waitCond) {
 			}
 			continue
 		}
+		if c.sleepLocal(true) && w.ready() {
+			c.sleepLocal(false)
+			c.mu.Unlock()
+			return
+		}
 		c.leader = true
 		bound := c.blockBound()
 		c.mu.Unlock()
 		c.leaderCtx.Reset(time.Now().Add(bound))
 		comp, err := c.fab.wait(&c.leaderCtx)
+		c.sleepLocal(false)
 		c.mu.Lock()
 		c.leader = false
 		if err == nil {
@@ -109,6 +117,10 @@ func (c *Comm) wait(w waitCond) {
 		}
 	}
 }
+
+// clockEvery is how many turns of a spinning wait pass between looks at
+// the clock.
+const clockEvery = 8
 
 // blockBound is how long one blocking wait on the fabric may sleep (c.mu
 // held): idleBlock when only a completion or a connection request can
@@ -169,6 +181,11 @@ func (c *Comm) progressFor(w waitCond) {
 	if c.fab == nil || c.stopped.Load() {
 		return
 	}
+	c.pollLocal()
+	if w != nil && w.ready() || !c.nicNeeded(w) {
+		c.afterProgress()
+		return
+	}
 	for k := 0; k < 256; k++ {
 		comp, ok := c.fab.done()
 		if !ok {
@@ -186,6 +203,14 @@ func (c *Comm) progressFor(w waitCond) {
 			c.checkAwaiting(now)
 		}
 	}
+	if c.shmEP != nil {
+		c.checkLocalPeers(c.nanos())
+	}
+	c.afterProgress()
+}
+
+// afterProgress wakes the calls blocked on cond if something changed.
+func (c *Comm) afterProgress() {
 	if c.changed {
 		c.changed = false
 		if c.blocked.Load() > 0 {
@@ -240,9 +265,11 @@ func (c *Comm) background() {
 		}
 		c.mu.Lock()
 		bound := c.blockBound()
+		c.sleepLocal(true)
 		c.mu.Unlock()
 		c.bgCtx.Reset(time.Now().Add(bound))
 		comp, err := c.fab.wait(&c.bgCtx)
+		c.sleepLocal(false)
 		if c.stopped.Load() {
 			return
 		}

@@ -293,13 +293,16 @@ func TestEagerHotPathAllocatesNothing(t *testing.T) {
 	}
 	// A minute of spin keeps both ends polling; a negative spin time has
 	// every wait block on the fabric at once.
+	// ppn 2: both ranks on one host, over shared memory.
 	for _, c := range []struct {
 		size int
 		spin time.Duration
-	}{{1, time.Minute}, {mplite.DefaultEagerLimit, time.Minute}, {1, -1}} {
+		ppn  int
+	}{{1, time.Minute, 1}, {mplite.DefaultEagerLimit, time.Minute, 1}, {1, -1, 1},
+		{1, time.Minute, 2}, {mplite.DefaultEagerLimit, time.Minute, 2}, {1, -1, 2}} {
 		size := c.size
-		t.Run(fmt.Sprintf("%d/spin=%v", size, c.spin), func(t *testing.T) {
-			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(c.spin))
+		t.Run(fmt.Sprintf("%d/spin=%v/ppn=%d", size, c.spin, c.ppn), func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(c.spin), mplite.WithLocalRanksPerHost(c.ppn))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -312,3 +312,18 @@ func (t *Table) CopyOut(h Handle, tag PTag, off uint64, dst []byte) error {
 	copy(dst, r.buf[off:])
 	return nil
 }
+
+// Fill is the target side of an RDMA write whose bytes arrive some other
+// way than in frames (from another process of the host, say): it checks a
+// write of n bytes at offset off of region h as CopyIn does, then lets fill
+// place them. The region cannot be deregistered while fill runs. fill's
+// error is returned as it is.
+func (t *Table) Fill(h Handle, tag PTag, off uint64, n int, fill func(dst []byte) error) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	r, err := t.check(h, tag, RemoteWrite, off, size(n))
+	if err != nil {
+		return err
+	}
+	return fill(r.buf[off : off+uint64(n) : off+uint64(n)])
+}

@@ -19,8 +19,9 @@ const (
 	WriteRemote Kind = 3
 )
 
-// flagImmediate marks an entry that completes a receive of the receiver
-// with ImmData (every Send does; a write's last entry may).
+// flagImmediate marks an entry whose ImmData is valid. A Send always
+// completes one receive of the receiver; a write does only if it carries
+// immediate data (its last entry, then).
 const flagImmediate = 1
 
 // maxRemote bounds the length of a WriteRemote.
@@ -37,6 +38,10 @@ const maxRemote = 1 << 40
 //	16 8 offset in the region
 //	24 8 source address (WriteRemote)
 //	32 8 the length's upper bits (WriteRemote)
+//	40 8 total: the bytes of the whole write an entry is part of
+//	56 8 sequence: the entry's number in its ring plus one, stored last
+//	     (atomically): the slot holds an entry when it equals the
+//	     receiver's head plus one
 
 // Entry is one ring entry.
 type Entry struct {
@@ -49,12 +54,17 @@ type Entry struct {
 	Length int
 	// Source is the sender's address of the bytes of a WriteRemote.
 	Source uint64
+	// Total is the length of the whole write a Write or WriteRemote entry
+	// is a piece of: what its immediate completion reports.
+	Total uint64
 	// Data is the bytes of a Send or Write, inside the ring: valid until
 	// the entry is released.
 	Data []byte
 }
 
-// put writes e's header into slot.
+const offSeq = 56
+
+// put writes e's header into slot, all but the sequence number.
 func (e *Entry) put(slot []byte) {
 	h := slot[:EntryHeaderSize:EntryHeaderSize]
 	n := uint64(e.Length)
@@ -70,6 +80,7 @@ func (e *Entry) put(slot []byte) {
 	binary.NativeEndian.PutUint64(h[16:], e.Offset)
 	binary.NativeEndian.PutUint64(h[24:], e.Source)
 	binary.NativeEndian.PutUint64(h[32:], n>>32)
+	binary.NativeEndian.PutUint64(h[40:], e.Total)
 }
 
 // parseEntry reads the entry in slot, whose data part holds at most
@@ -83,19 +94,20 @@ func parseEntry(slot []byte, slotData int, e *Entry) error {
 	h := slot[:EntryHeaderSize:EntryHeaderSize]
 	n := uint64(binary.NativeEndian.Uint32(h[0:])) | binary.NativeEndian.Uint64(h[32:])<<32
 	*e = Entry{Kind: Kind(h[4]), ImmData: binary.NativeEndian.Uint32(h[8:]),
-		RKey: binary.NativeEndian.Uint32(h[12:]), Offset: binary.NativeEndian.Uint64(h[16:])}
+		RKey: binary.NativeEndian.Uint32(h[12:]), Offset: binary.NativeEndian.Uint64(h[16:]),
+		Total: binary.NativeEndian.Uint64(h[40:])}
 	flags := h[5]
 	if flags&^flagImmediate != 0 || h[6] != 0 || h[7] != 0 {
 		return fmt.Errorf("%w: flags %#x %#x %#x", ErrCorrupt, flags, h[6], h[7])
 	}
 	e.Immediate = flags&flagImmediate != 0
+	if e.Kind != Send && e.Total > maxRemote {
+		return fmt.Errorf("%w: write of %d bytes", ErrCorrupt, e.Total)
+	}
 	switch e.Kind {
 	case Send, Write:
 		if n > uint64(slotData) {
 			return fmt.Errorf("%w: entry of %d bytes in a slot of %d", ErrCorrupt, n, slotData)
-		}
-		if e.Kind == Send && !e.Immediate {
-			return fmt.Errorf("%w: a send without immediate data", ErrCorrupt)
 		}
 		e.Length = int(n)
 		e.Data = slot[EntryHeaderSize : EntryHeaderSize+e.Length : EntryHeaderSize+e.Length]

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,7 +21,6 @@ type Inbox struct {
 	cfg   Config
 	rings []Ring
 	wake  *os.File // the FIFO's read end
-	seen  uint64   // the doorbell when the rings were last read
 }
 
 // wakePath is the FIFO beside an inbox file.
@@ -28,29 +28,36 @@ func wakePath(path string) string { return path + ".wake" }
 
 // Create makes the inbox file at path (in a shared-memory file system)
 // and its wake FIFO, and maps it. A file left at path by a process that
-// died is replaced. Create also lets processes of the same user read this
+// died is replaced; one whose owner still runs (this process included) is
+// an error, ErrInUse. Create also lets processes of the same user read this
 // one's memory where the kernel restricts that to ancestors (Yama's
 // ptrace_scope 1), since single-copy transfers need it.
 func Create(path string, cfg Config) (*Inbox, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
+	// A slot's data is what its aligned size leaves: the attachers read
+	// it back from the slot size.
+	cfg.SlotData = cfg.slotSize() - EntryHeaderSize
 	_ = unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0) // EINVAL without Yama
-	_ = os.Remove(path)
-	_ = os.Remove(wakePath(path))
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if pid := ownerOf(path); pid != 0 && alive(pid) {
+		return nil, fmt.Errorf("shm: create %s: %w by process %d", path, ErrInUse, pid)
+	}
+	// Made under a temporary name and renamed into place once complete,
+	// FIFO included: an attacher never sees a file being made.
+	tmp := fmt.Sprintf("%s.new%d", path, os.Getpid())
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("shm: create inbox: %w", err)
 	}
 	defer f.Close()
+	defer os.Remove(tmp) // nothing once renamed
 	size := cfg.fileSize()
 	if err := f.Truncate(int64(size)); err != nil {
-		os.Remove(path)
 		return nil, fmt.Errorf("shm: size inbox %s: %w", path, err)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		os.Remove(path)
 		return nil, fmt.Errorf("shm: map inbox %s: %w", path, err)
 	}
 	in := &Inbox{path: path, mem: mem, cfg: cfg}
@@ -58,6 +65,7 @@ func Create(path string, cfg Config) (*Inbox, error) {
 		in.Close()
 		return nil, err
 	}
+	_ = os.Remove(wakePath(path))
 	if err := unix.Mkfifo(wakePath(path), 0o600); err != nil {
 		return fail(fmt.Errorf("shm: wake FIFO: %w", err))
 	}
@@ -79,8 +87,10 @@ func Create(path string, cfg Config) (*Inbox, error) {
 		in.rings[i].hdr, in.rings[i].slots = ringOf(mem, cfg, i)
 		in.rings[i].cfg = cfg
 	}
-	// The magic last: an attacher that sees it sees the rest.
 	store64(mem, offMagic, magic)
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(fmt.Errorf("shm: name inbox: %w", err))
+	}
 	return in, nil
 }
 
@@ -94,25 +104,27 @@ func (in *Inbox) Config() Config { return in.cfg }
 // zero until a sender claims it.
 func (in *Inbox) Rings() []Ring { return in.rings }
 
-// Pending reports commits since the last Seen.
-func (in *Inbox) Pending() bool { return load64(in.mem, offDoorbell) != in.seen }
-
-// Doorbell returns the commit count: pass it to Seen once every ring has
-// been read after it was taken.
-func (in *Inbox) Doorbell() uint64 { return load64(in.mem, offDoorbell) }
-
-// Seen records that the rings were read after the doorbell showed n.
-func (in *Inbox) Seen(n uint64) { in.seen = n }
-
-// Sleeping tells senders whether the owner may block and must be woken.
-// Set it before the last look at Pending: a commit then either shows in
-// Pending or writes to the FIFO.
-func (in *Inbox) Sleeping(on bool) {
-	var v uint32
-	if on {
-		v = 1
+// Pending reports an entry waiting in some ring. It may be called from
+// any goroutine.
+func (in *Inbox) Pending() bool {
+	for i := range in.rings {
+		if in.rings[i].Ready() {
+			return true
+		}
 	}
-	store32(in.mem, offSleeping, v)
+	return false
+}
+
+// Sleeping counts the owner's goroutines that may block and must be woken
+// by a sender: call it with true before the last look at Pending (a commit
+// then either shows in Pending or writes to the FIFO), and with false once
+// awake. It may be called from any goroutine.
+func (in *Inbox) Sleeping(on bool) {
+	d := ^uint32(0) // minus one
+	if on {
+		d = 1
+	}
+	atomic.AddUint32(u32(in.mem, offSleeping), d)
 }
 
 // AwaitWake blocks until a sender wrote to the wake FIFO (and drains what
@@ -138,12 +150,20 @@ func (in *Inbox) Unlink() error {
 	return first
 }
 
-// Close unlinks and unmaps the inbox and ends AwaitWake.
-func (in *Inbox) Close() error {
-	err := in.Unlink()
+// StopWake closes the wake FIFO: AwaitWake returns an error and senders'
+// wake-ups go nowhere. The rings stay mapped for goroutines that may still
+// look at them.
+func (in *Inbox) StopWake() {
 	if in.wake != nil {
 		in.wake.Close()
 	}
+}
+
+// Close unlinks and unmaps the inbox and ends AwaitWake. No goroutine may
+// use the inbox or its rings after it.
+func (in *Inbox) Close() error {
+	err := in.Unlink()
+	in.StopWake()
 	if in.mem != nil {
 		if e := unix.Munmap(in.mem); e != nil && err == nil {
 			err = e
@@ -153,22 +173,75 @@ func (in *Inbox) Close() error {
 	return err
 }
 
+// ownerOf reads the owner's process id from the inbox file at path, or 0.
+func ownerOf(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < headerSize || binary.NativeEndian.Uint64(b[offMagic:]) != magic {
+		return 0
+	}
+	return int(binary.NativeEndian.Uint32(b[offPID:]))
+}
+
+// alive reports whether process pid exists (one of another user counts).
+func alive(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, unix.EPERM)
+}
+
+// Alive reports whether the process with the given id still runs: a
+// receiver waiting on a sender that died would otherwise wait forever.
+func Alive(pid int) bool { return alive(pid) }
+
 // Ring is a sender's ring as its receiver sees it.
 type Ring struct {
 	hdr, slots []byte
 	cfg        Config
-	head       uint64 // local copy: only the receiver moves it
-	tail       uint64 // the tail last read
-	parsed     bool   // the entry at head is parsed into cur
+	parsed     bool // the entry at the head is parsed into cur
 	cur        Entry
 }
 
 // Owner returns the identity of the sender that claimed the ring, or 0.
 func (r *Ring) Owner() uint32 { return load32(r.hdr, offOwner) }
 
+// OwnerPID returns the process id of the ring's owner: where the bytes of
+// its WriteRemote entries are read from.
+func (r *Ring) OwnerPID() int { return int(load32(r.hdr, offOwnerPID)) }
+
+// RoomWanted reports, once, that the ring's owner found the ring full
+// since the last call: having released entries, the receiver should wake
+// it. Call it after Release.
+func (r *Ring) RoomWanted() bool {
+	if load32(r.hdr, offWantRoom) == 0 {
+		return false
+	}
+	store32(r.hdr, offWantRoom, 0)
+	return true
+}
+
+// OwnerGone reports that the ring's owner closed its side (Outbox.Close):
+// it sends nothing more.
+func (r *Ring) OwnerGone() bool { return load32(r.hdr, offOwnerGone) == 1 }
+
 // OwnerReads reports that the ring's owner found it can read this
 // inbox's owner's memory: writes to it may then be WriteRemote.
 func (r *Ring) OwnerReads() bool { return load32(r.hdr, offOwnerReads) == 1 }
+
+// head returns the number of entries released. It is the receiver's own
+// word: other goroutines of the receiver read it (Ready), the sender
+// rarely.
+func (r *Ring) head() uint64 { return load64(r.hdr, offHead) }
+
+func (r *Ring) slot(seq uint64) []byte {
+	size := r.cfg.slotSize()
+	o := int(seq&uint64(r.cfg.Slots-1)) * size
+	return r.slots[o : o+size : o+size]
+}
+
+// Ready reports an entry waiting. It may be called from any goroutine.
+func (r *Ring) Ready() bool {
+	h := r.head()
+	return load64(r.slot(h), offSeq) == h+1
+}
 
 // Peek returns the oldest entry not yet released, if any. The entry (its
 // Data) stays valid until Release.
@@ -176,18 +249,12 @@ func (r *Ring) Peek() (*Entry, bool, error) {
 	if r.parsed {
 		return &r.cur, true, nil
 	}
-	if r.head == r.tail {
-		r.tail = load64(r.hdr, offTail)
-		if r.head == r.tail {
-			return nil, false, nil
-		}
-		if r.tail-r.head > uint64(r.cfg.Slots) {
-			return nil, false, fmt.Errorf("%w: %d entries in a ring of %d", ErrCorrupt, r.tail-r.head, r.cfg.Slots)
-		}
+	h := r.head()
+	s := r.slot(h)
+	if load64(s, offSeq) != h+1 {
+		return nil, false, nil
 	}
-	size := r.cfg.slotSize()
-	o := int(r.head&uint64(r.cfg.Slots-1)) * size
-	if err := parseEntry(r.slots[o:o+size:o+size], r.cfg.SlotData, &r.cur); err != nil {
+	if err := parseEntry(s, r.cfg.SlotData, &r.cur); err != nil {
 		return nil, false, err
 	}
 	r.parsed = true
@@ -201,6 +268,5 @@ func (r *Ring) Release() {
 	}
 	r.parsed = false
 	r.cur = Entry{}
-	r.head++
-	atomic.StoreUint64(u64(r.hdr, offHead), r.head)
+	atomic.StoreUint64(u64(r.hdr, offHead), r.head()+1)
 }

@@ -18,15 +18,22 @@ import (
 //	  20  4  slot size (entry header and data)
 //	  24  4  owner's process id
 //	  32  8  probe: the owner's address of this file's first byte
-//	  64  8  doorbell: commits into any ring, ever
-//	  128 4  sleeping: the owner is about to block
+//	  128 4  sleeping: the owner's goroutines that may block
 //	  192 4  attached: rings claimed
 //	ring (ringHeaderSize bytes, then slots × slot size)
 //	  0   4  owner: the identity that claimed the ring (0: free)
 //	  4   4  owner reads: 1 if the ring's owner can read this file's
 //	         owner's memory by cross-memory attach
-//	  64  8  tail: entries committed
+//	  8   4  the ring owner's process id
+//	  12  4  gone: 1 once the owner closed its side
+//	  16  4  room wanted: the owner found the ring full and waits for the
+//	         receiver to consume (Ring.RoomWanted)
+//	  64  8  tail: entries committed (the sender's own record)
 //	  128 8  head: entries consumed
+//
+// A slot's entry is published by its sequence number (entryHeader): the
+// receiver polls the next slot of each ring, so a message costs it the
+// cache lines of that slot and nothing else.
 const (
 	magic          = 0x31_4d_48_53_56_48_54_45 // "ETHVSHM1" read little-endian
 	version        = 1
@@ -40,12 +47,14 @@ const (
 	offSlotSize = 20
 	offPID      = 24
 	offProbe    = 32
-	offDoorbell = 64
 	offSleeping = 128
 	offAttached = 192
 
 	offOwner      = 0
 	offOwnerReads = 4
+	offOwnerPID   = 8
+	offOwnerGone  = 12
+	offWantRoom   = 16
 	offTail       = 64
 	offHead       = 128
 )
@@ -62,6 +71,9 @@ const (
 
 // ErrCorrupt reports a ring whose indices or entry make no sense.
 var ErrCorrupt = errors.New("shm: corrupt ring")
+
+// ErrInUse reports an inbox name that a running process holds.
+var ErrInUse = errors.New("shm: inbox in use")
 
 // ErrFull reports an inbox without a free ring for a new sender.
 var ErrFull = errors.New("shm: every ring of the inbox is taken")

@@ -86,6 +86,8 @@ func Attach(path string, id uint32) (*Outbox, error) {
 		reads = 1
 	}
 	store32(o.hdr, offOwnerReads, reads)
+	store32(o.hdr, offOwnerPID, uint32(os.Getpid()))
+	store32(o.hdr, offOwnerGone, 0)
 	if claimed && int(atomic.AddUint32(u32(mem, offAttached), 1)) == o.cfg.Rings {
 		_ = os.Remove(path)
 		_ = os.Remove(wakePath(path))
@@ -118,7 +120,13 @@ func (o *Outbox) Reserve() ([]byte, bool) {
 	if o.tail-o.head >= uint64(o.cfg.Slots) {
 		o.head = load64(o.hdr, offHead)
 		if o.tail-o.head >= uint64(o.cfg.Slots) {
-			return nil, false
+			// Ask the receiver to say when it consumes, then look
+			// again: either it sees the request or we see its head.
+			store32(o.hdr, offWantRoom, 1)
+			o.head = load64(o.hdr, offHead)
+			if o.tail-o.head >= uint64(o.cfg.Slots) {
+				return nil, false
+			}
 		}
 	}
 	s := o.slot()
@@ -132,20 +140,31 @@ func (o *Outbox) slot() []byte {
 }
 
 // Commit publishes the entry in the slot Reserve returned (for Send and
-// Write, its Length bytes of data are already there; Data is ignored),
-// rings the doorbell and wakes the receiver if it sleeps. It returns the
+// Write, its Length bytes of data are already there; Data is ignored) and
+// wakes the receiver if it sleeps. It returns the
 // entry's sequence number: it is consumed once Consumed exceeds it.
 func (o *Outbox) Commit(e *Entry) uint64 {
-	e.put(o.slot())
+	s := o.slot()
+	e.put(s)
 	seq := o.tail
 	o.tail++
-	atomic.StoreUint64(u64(o.hdr, offTail), o.tail)
-	atomic.AddUint64(u64(o.mem, offDoorbell), 1)
+	// The sequence number last: the receiver that sees it sees the rest.
+	atomic.StoreUint64(u64(s, offSeq), o.tail)
+	store64(o.hdr, offTail, o.tail)
 	if load32(o.mem, offSleeping) != 0 {
 		// A full FIFO already holds a wake-up: EAGAIN is fine.
 		_, _ = unix.Write(o.wake, o.wakeup[:])
 	}
 	return seq
+}
+
+// Wake writes to the inbox owner's wake FIFO if it sleeps: for a receiver
+// that made room in a ring the owner of this outbox's inbox is waiting to
+// fill (Ring.RoomWanted).
+func (o *Outbox) Wake() {
+	if o.mem != nil && load32(o.mem, offSleeping) != 0 {
+		_, _ = unix.Write(o.wake, o.wakeup[:])
+	}
 }
 
 // Consumed returns the number of entries the receiver has released.
@@ -154,8 +173,12 @@ func (o *Outbox) Consumed() uint64 {
 	return o.head
 }
 
-// Close unmaps the ring. Entries committed stay for the receiver.
+// Close marks the ring gone (Ring.OwnerGone) and unmaps it. Entries
+// committed stay for the receiver.
 func (o *Outbox) Close() error {
+	if o.hdr != nil {
+		store32(o.hdr, offOwnerGone, 1)
+	}
 	if o.wake >= 0 {
 		unix.Close(o.wake)
 		o.wake = -1

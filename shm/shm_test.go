@@ -62,9 +62,8 @@ func TestSendsInOrder(t *testing.T) {
 			t.Fatal("reserved a fifth slot of four")
 		}
 		if !in.Pending() {
-			t.Fatal("doorbell did not move")
+			t.Fatal("nothing pending after four commits")
 		}
-		in.Seen(in.Doorbell())
 		for i := range 4 {
 			e, ok, err := r.Peek()
 			if err != nil || !ok {
@@ -75,7 +74,7 @@ func TestSendsInOrder(t *testing.T) {
 			}
 			r.Release()
 		}
-		if _, ok, _ := r.Peek(); ok {
+		if _, ok, _ := r.Peek(); ok || in.Pending() {
 			t.Fatal("entry after the last")
 		}
 		if got := o.Consumed(); got != uint64(4*(round+1)) {
@@ -174,15 +173,31 @@ func TestCorruptRing(t *testing.T) {
 	o := attach(t, in, 1)
 	r := ringOwnedBy(t, in, 1)
 	o.Reserve()
-	o.Commit(&Entry{Kind: Send, Immediate: true, Length: 17}) // longer than a slot
+	o.Commit(&Entry{Kind: Send, Immediate: true, Length: in.Config().SlotData + 1}) // longer than a slot
 	if _, _, err := r.Peek(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("oversized entry: %v", err)
 	}
-	store64(o.hdr, offTail, 100) // more entries than slots
+	// A sequence number from another lap is no entry.
+	store64(o.slot(), offSeq, 1+2)
 	r2 := Ring{hdr: r.hdr, slots: r.slots, cfg: r.cfg}
-	if _, _, err := r2.Peek(); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("tail far past head: %v", err)
+	store64(r.hdr, offHead, 1)
+	if _, ok, err := r2.Peek(); ok || err != nil {
+		t.Fatalf("stale sequence number taken for an entry: %v %v", ok, err)
 	}
+}
+
+func TestNameInUse(t *testing.T) {
+	in := newInbox(t, Config{Rings: 1, Slots: 1, SlotData: 8})
+	if _, err := Create(in.Path(), in.Config()); !errors.Is(err, ErrInUse) {
+		t.Fatalf("second inbox on a live owner's name: %v", err)
+	}
+	// A file whose owner is gone is replaced.
+	store32(in.mem, offPID, 0x7ffffff0)
+	again, err := Create(in.Path(), in.Config())
+	if err != nil {
+		t.Fatalf("stale inbox not replaced: %v", err)
+	}
+	again.Close()
 }
 
 func TestBadConfigAndFiles(t *testing.T) {

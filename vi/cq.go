@@ -164,3 +164,11 @@ func timeUntil(t, now int64) time.Duration {
 	}
 	return time.Duration(t - now)
 }
+
+// Interrupt wakes a Wait or WaitOr under way on the CQ, so that it looks
+// at its stop function again: something outside the provider (another
+// transport) has work for the waiter. It never blocks.
+func (cq *CQ) Interrupt() {
+	wake.Signal(cq.wake)
+	cq.p.Interrupt()
+}

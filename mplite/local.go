@@ -1,0 +1,474 @@
+package mplite
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethervia/ethervia/shm"
+)
+
+// Ranks of one host (the same rail-0 MAC, so the same NIC) talk through
+// shared memory (shmlink.go) instead of the NIC. Each such rank creates
+// its inbox when the world is made and attaches to every other local
+// rank's inbox in the background, so that the inboxes' names are gone from
+// the file system soon after the job starts; a peer's connection is ready
+// once we are attached to its inbox.
+
+// localSlots is the number of entries in each ring: enough to keep a
+// peer's eager messages flowing while the receiver copies.
+const localSlots = 8
+
+// localChunk is the largest RDMA write to a rank of this host: its bytes
+// are copied in one step (or in ring slots), not framed, so one descriptor
+// may cover a whole message.
+const localChunk = 1 << 30
+
+// chunkFor is the largest RDMA write descriptor to p.
+func (c *Comm) chunkFor(p *peer) int {
+	if p.local {
+		return localChunk
+	}
+	return c.chunk
+}
+
+// localNICSkips is how many turns a call that waits only on ranks of its
+// host lets pass between polls of the NIC (for the protocol's timers and
+// the other peers; a turn without it takes about 100 ns): polling it is a
+// system call, several times the cost of looking at every ring, and on
+// every turn of the spin it delayed the local message.
+const localNICSkips = 128
+
+// nicNeeded reports whether a waiter's turn should poll the NIC: always,
+// unless w waits only for ranks of this host and the NIC was polled within
+// the last localNICSkips turns. c.mu is held.
+func (c *Comm) nicNeeded(w waitCond) bool {
+	if c.shmEP == nil || w == nil {
+		return true
+	}
+	switch w := w.(type) {
+	case *Request:
+		if !c.localReq(w) {
+			return true
+		}
+	case *reqSet:
+		for _, r := range *w {
+			if !c.localReq(r) {
+				return true
+			}
+		}
+	default:
+		return true
+	}
+	if c.shmEP.nicSkips++; c.shmEP.nicSkips < localNICSkips {
+		return false
+	}
+	c.shmEP.nicSkips = 0
+	return true
+}
+
+// localReq reports a request whose peer is a rank of this host.
+func (c *Comm) localReq(r *Request) bool {
+	return r.peer >= 0 && r.peer < len(c.peers) && c.peers[r.peer].local
+}
+
+// livenessEvery is how often a waiting rank checks that its local peers'
+// processes still run (a dead one would never consume or send again).
+const livenessEvery = int64(100 * time.Millisecond)
+
+// localEP is a rank's shared-memory side.
+type localEP struct {
+	in       *shm.Inbox
+	dir      string
+	tag      string
+	ranks    []int         // the local peers, by rank
+	outs     []*shm.Outbox // by rank: attached to its inbox
+	failed   []error       // by rank: why attaching failed for good
+	byRing   []*peer       // by ring of our inbox, once its owner is known
+	links    []*peer       // peers with a shared-memory link
+	rescan   bool          // a receive was posted on a link whose ring stalled
+	woken    atomic.Bool   // a wake-up came through the FIFO since the last poll
+	taken    atomic.Uint64 // entries taken from the rings (spinWindow)
+	done     chan struct{} // the wake goroutine ended
+	stop     chan struct{} // the attach goroutine should give up
+	last     int64         // the last liveness check
+	nicSkips int           // a waiter's turns since the NIC was last polled
+	closed   bool
+}
+
+// inboxPath names rank q's inbox: the job, then the rank's address.
+func (l *localEP) inboxPath(c *Comm, q int) string {
+	a := c.addrs[q]
+	return filepath.Join(l.dir, fmt.Sprintf("ethervia-%s-%x-%d", l.tag, a.MAC[:], a.EP))
+}
+
+// shmDir is where inboxes live: MPLITE_SHM_DIR, else /dev/shm, else the
+// temporary directory.
+func shmDir(getenv func(string) string) string {
+	if d := getenv("MPLITE_SHM_DIR"); d != "" {
+		return d
+	}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// randomTag names the inboxes of a world made in one process
+// (NewLocalWorld), where nothing else tells its ranks from another
+// world's.
+func randomTag() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("w%016x", binary.LittleEndian.Uint64(b[:]))
+}
+
+// isLocal reports whether rank q shares this rank's NIC.
+func (c *Comm) isLocal(q int) bool {
+	return q != c.rank && c.addrs[q].MAC == c.addrs[c.rank].MAC
+}
+
+// openLocal creates the rank's inbox if other ranks share its NIC, and
+// starts attaching to theirs.
+func (c *Comm) openLocal() error {
+	if !c.cfg.shm {
+		return nil
+	}
+	var ranks []int
+	for q := range c.addrs {
+		if c.isLocal(q) {
+			ranks = append(ranks, q)
+		}
+	}
+	if len(ranks) == 0 {
+		return nil
+	}
+	tag := c.cfg.shmTag
+	if tag == "" {
+		tag = fmt.Sprintf("%08x", c.cfg.jobKey)
+	}
+	l := &localEP{dir: shmDir(os.Getenv), tag: tag, ranks: ranks,
+		outs: make([]*shm.Outbox, c.size), failed: make([]error, c.size),
+		done: make(chan struct{}), stop: make(chan struct{})}
+	in, err := shm.Create(l.inboxPath(c, c.rank), shm.Config{Rings: len(ranks), Slots: localSlots, SlotData: c.slot})
+	if err != nil {
+		return fmt.Errorf("mplite rank %d: shared memory for the ranks of this host (MPLITE_SHM=0 turns it off): %w", c.rank, err)
+	}
+	l.in = in
+	l.byRing = make([]*peer, len(ranks))
+	c.shmEP = l
+	c.fab.alsoWake(l.pending)
+	go func() {
+		defer close(l.done)
+		for in.AwaitWake() == nil {
+			l.woken.Store(true)
+			c.fab.interrupt()
+		}
+	}()
+	c.conns.Add(1)
+	go c.attachLocal(l)
+	for _, q := range ranks {
+		c.peers[q].local = true
+	}
+	return nil
+}
+
+// pending reports work for the shared-memory side: an entry in a ring, or
+// a wake-up (a peer consumed from a ring we found full). Any goroutine.
+func (l *localEP) pending() bool { return l.woken.Load() || l.in.Pending() }
+
+// attachLocal attaches to every local peer's inbox, waiting for the ones
+// not yet created (their ranks are still starting) until the connect
+// timeout.
+func (c *Comm) attachLocal(l *localEP) {
+	defer c.conns.Done()
+	deadline := time.Now().Add(c.cfg.connectTimeout)
+	todo := append([]int(nil), l.ranks...)
+	pause := 100 * time.Microsecond
+	for len(todo) > 0 {
+		left := todo[:0]
+		for _, q := range todo {
+			o, err := shm.Attach(l.inboxPath(c, q), uint32(c.rank+1))
+			switch {
+			case err == nil:
+				c.mu.Lock()
+				if l.closed {
+					o.Close()
+				} else {
+					c.attached(q, o)
+				}
+				c.mu.Unlock()
+				c.cond.Broadcast()
+			case errors.Is(err, fs.ErrNotExist) && time.Now().Before(deadline):
+				left = append(left, q)
+			default:
+				if errors.Is(err, fs.ErrNotExist) {
+					err = fmt.Errorf("rank %d's shared memory never appeared: %w", q, err)
+				}
+				c.mu.Lock()
+				c.attachFailed(q, err)
+				c.mu.Unlock()
+				c.cond.Broadcast()
+			}
+		}
+		todo = left
+		if len(todo) == 0 {
+			return
+		}
+		select {
+		case <-l.stop:
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}
+
+// attached records our ring in rank q's inbox; c.mu is held.
+func (c *Comm) attached(q int, o *shm.Outbox) {
+	c.shmEP.outs[q] = o
+	p := c.peers[q]
+	if sl, ok := p.v.(*shmLink); ok {
+		sl.out = o
+		if p.state == stConnecting {
+			c.connected(p)
+		}
+	}
+}
+
+func (c *Comm) attachFailed(q int, err error) {
+	c.shmEP.failed[q] = err
+	if p := c.peers[q]; p.state == stConnecting {
+		c.peerFailed(p, fmt.Errorf("shared memory: %w", err), true)
+	}
+}
+
+// newShmLink makes p's link to a rank of this host; c.mu is held.
+func (c *Comm) newShmLink(p *peer) *shmLink {
+	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, rescan: &c.shmEP.rescan, copies: c.cfg.shmCopies}
+	c.shmEP.links = append(c.shmEP.links, p)
+	return l
+}
+
+// connectLocal starts p's connection: ready if we are attached to its
+// inbox, else when we are.
+func (c *Comm) connectLocal(p *peer) {
+	if err := c.shmEP.failed[p.rank]; err != nil {
+		c.peerFailed(p, fmt.Errorf("shared memory: %w", err), true)
+		return
+	}
+	if c.shmEP.outs[p.rank] != nil {
+		c.connected(p)
+		return
+	}
+	c.setState(p, stConnecting)
+}
+
+// pollLocal moves what the shared-memory links have: entries from the
+// peers' rings, sends the peers consumed, queued sends into rings with
+// room. c.mu is held.
+func (c *Comm) pollLocal() {
+	l := c.shmEP
+	if l == nil || l.closed {
+		return
+	}
+	if l.woken.Load() {
+		l.woken.Store(false)
+	}
+	rescan := l.rescan
+	l.rescan = false
+	rings := l.in.Rings()
+	for i := range rings {
+		r := &rings[i]
+		if !rescan && !r.Ready() {
+			continue
+		}
+		p := l.byRing[i]
+		if p == nil {
+			if p = c.ringOwner(r); p == nil {
+				continue
+			}
+			l.byRing[i] = p
+		}
+		c.takeLocal(p)
+	}
+	for _, p := range l.links {
+		if sl := p.v.(*shmLink); sl.busy() && c.needReap(p, sl) {
+			sl.reap()
+			c.localDone(p, sl)
+		}
+	}
+}
+
+// needReap reports whether p's consumed sends must be completed now:
+// reading how far the peer consumed moves a cache line the peer writes on
+// every message, so it waits until the sends' buffers (or their
+// completions) are wanted: the ring or the free slots run short, sends
+// queue, a handshake's write waits for its completion, or Finalize drains.
+func (c *Comm) needReap(p *peer, sl *shmLink) bool {
+	return sl.inFlight() >= localSlots/2 || sl.writes > 0 || sl.ph < len(sl.pend) ||
+		len(p.sfre) < 4 || p.sendq.head != nil || p.ctrlH < len(p.ctrlq) || c.finalizing
+}
+
+// ringOwner returns the local peer that claimed ring r, setting up its
+// link (it talks to us before we talked to it), or nil.
+func (c *Comm) ringOwner(r *shm.Ring) *peer {
+	id := int(r.Owner())
+	if id == 0 {
+		return nil
+	}
+	q := id - 1
+	if q >= c.size || !c.peers[q].local {
+		return nil // not a rank of ours on this host: its entries are ignored
+	}
+	p := c.peers[q]
+	c.ensureConn(p)
+	sl, ok := p.v.(*shmLink)
+	if !ok {
+		return nil
+	}
+	sl.ring = r
+	return p
+}
+
+// takeLocal handles the entries in p's ring and what they completed.
+func (c *Comm) takeLocal(p *peer) {
+	sl, ok := p.v.(*shmLink)
+	if !ok || sl.ring == nil || p.state == stDead {
+		return
+	}
+	for range 64 {
+		stalled, n, err := sl.take(sl.ring.OwnerPID())
+		if stalled {
+			sl.stalled = true
+		}
+		if err != nil {
+			sl.err = err
+			c.peerFailed(p, fmt.Errorf("shared memory: %w", err), true)
+			return
+		}
+		c.shmEP.taken.Add(uint64(n))
+		c.stats.SharedMemory += uint64(n)
+		if n > 0 && sl.ring.RoomWanted() && sl.out != nil {
+			sl.out.Wake()
+		}
+		if !c.localDone(p, sl) {
+			return
+		}
+	}
+}
+
+// localDone hands p's completed descriptors to the protocol; it reports
+// whether there were any.
+func (c *Comm) localDone(p *peer, sl *shmLink) bool {
+	moved := false
+	for {
+		d, ok := sl.RecvDone()
+		if !ok {
+			break
+		}
+		moved = true
+		c.onRecv(p, d)
+	}
+	for {
+		d, ok := sl.SendDone()
+		if !ok {
+			break
+		}
+		moved = true
+		c.onSend(p, d)
+	}
+	return moved
+}
+
+// checkLocalPeers fails local peers whose processes are gone, after taking
+// what they left in their rings. c.mu is held.
+func (c *Comm) checkLocalPeers(now int64) {
+	l := c.shmEP
+	if l == nil || l.closed || now-l.last < livenessEvery {
+		return
+	}
+	l.last = now
+	for _, p := range l.links {
+		sl := p.v.(*shmLink)
+		if p.state != stConnected || sl.ring == nil {
+			continue
+		}
+		var cause error
+		if pid := sl.ring.OwnerPID(); sl.ring.OwnerGone() {
+			cause = errors.New("it closed its shared memory")
+		} else if !shm.Alive(pid) {
+			cause = fmt.Errorf("its process %d exited", pid)
+		} else {
+			continue
+		}
+		c.takeLocal(p)
+		if p.state == stConnected {
+			c.peerFailed(p, fmt.Errorf("shared memory: %w", cause), true)
+		}
+	}
+}
+
+// sleepLocal tells local peers that a goroutine of this rank may block
+// (true) or is awake again (false). Going to sleep, with c.mu held, it
+// then polls the rings once more: what a peer did before it could see the
+// announcement is found now, anything later wakes us. It reports whether
+// there are local peers.
+func (c *Comm) sleepLocal(on bool) bool {
+	l := c.shmEP
+	if l == nil {
+		return false
+	}
+	l.in.Sleeping(on)
+	if on {
+		c.pollLocal()
+		c.checkLocalPeers(c.nanos()) // before a sleep, not on every turn of a spin
+	}
+	return true
+}
+
+// received counts what the fabric and the shared-memory rings delivered.
+func (c *Comm) received() uint64 {
+	n := c.fab.received()
+	if l := c.shmEP; l != nil {
+		n += l.taken.Load()
+	}
+	return n
+}
+
+// closeLocal releases the shared memory once nothing polls it (teardown,
+// after the progress goroutine ended).
+func (c *Comm) closeLocal() {
+	c.mu.Lock()
+	l := c.shmEP
+	if l == nil || l.closed {
+		c.mu.Unlock()
+		return
+	}
+	l.closed = true
+	for _, p := range l.links {
+		p.v.(*shmLink).out = nil
+	}
+	c.mu.Unlock()
+	close(l.stop)
+	c.conns.Wait()
+	for _, o := range l.outs {
+		if o != nil {
+			o.Close() // used under c.mu only, and l.closed keeps them out
+		}
+	}
+	_ = l.in.Unlink()
+	l.in.StopWake()
+	<-l.done
+	// A call may still be on its way out of a wait that looks at the
+	// rings without c.mu (the fabric's wake-up check): the rings are
+	// unmapped only once the communicator is unreachable.
+	runtime.AddCleanup(c.endpoint, func(in *shm.Inbox) { in.Close() }, l.in)
+}

@@ -1,0 +1,113 @@
+package mplite_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite"
+)
+
+// TestSharedMemoryPingPong moves messages of every protocol (eager,
+// handshake, offered) between two ranks of one host: through shared memory
+// only, never a frame on the NIC, with writes read from the sender's
+// memory in one step or copied through the rings.
+func TestSharedMemoryPingPong(t *testing.T) {
+	sizes := []int{0, 1, 100, 64 << 10, 64<<10 + 1, 200 << 10, 1 << 20, 5<<20 + 3}
+	for _, copies := range []bool{false, true} {
+		t.Run(fmt.Sprintf("copies=%v", copies), func(t *testing.T) {
+			opts := []mplite.Option{mplite.WithLocalRanksPerHost(2)}
+			if copies {
+				opts = append(opts, mplite.WithSharedMemoryCopies())
+			}
+			noErrors(t, runWorld(t, 2, time.Minute, opts, func(c *mplite.Comm) error {
+				peer := 1 - c.Rank()
+				for round := range 2 { // the second round finds posted receives: offers
+					for i, n := range sizes {
+						msg := pattern(n, i+round)
+						got := make([]byte, n)
+						if c.Rank() == 0 {
+							if err := c.Send(msg, peer, i); err != nil {
+								return err
+							}
+							if _, err := c.Recv(got, peer, i); err != nil {
+								return err
+							}
+						} else {
+							st, err := c.Recv(got, peer, i)
+							if err != nil {
+								return err
+							}
+							if st.Count != n {
+								return fmt.Errorf("size %d: received %d", n, st.Count)
+							}
+							if err := c.Send(got, peer, i); err != nil {
+								return err
+							}
+						}
+						if !bytes.Equal(got, msg) {
+							return fmt.Errorf("size %d: data differs", n)
+						}
+					}
+				}
+				if st := c.Stats(); st.SharedMemory == 0 {
+					return fmt.Errorf("rank %d took nothing from shared memory: %+v", c.Rank(), st)
+				}
+				if tx := mplite.RailTxBytes(c); tx[0] != 0 {
+					return fmt.Errorf("rank %d sent %d bytes on the NIC to a rank of its host", c.Rank(), tx[0])
+				}
+				return nil
+			}))
+		})
+	}
+}
+
+// TestSharedMemoryOff: WithSharedMemory(false) sends between ranks of one
+// host through the NIC.
+func TestSharedMemoryOff(t *testing.T) {
+	noErrors(t, runWorld(t, 2, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(2), mplite.WithSharedMemory(false)},
+		func(c *mplite.Comm) error {
+			buf := make([]byte, 1000)
+			if _, err := c.Sendrecv(buf, 1-c.Rank(), 0, make([]byte, 1000), 1-c.Rank(), 0); err != nil {
+				return err
+			}
+			if st := c.Stats(); st.SharedMemory != 0 || mplite.RailTxBytes(c)[0] == 0 {
+				return fmt.Errorf("rank %d: %d shared-memory entries, %d bytes on the NIC", c.Rank(), st.SharedMemory, mplite.RailTxBytes(c)[0])
+			}
+			return nil
+		}))
+}
+
+// TestLocalPeerGone: a rank of the same host that closes without
+// Finalize fails a receive from it with a PeerError, not a hang.
+func TestLocalPeerGone(t *testing.T) {
+	comms, err := mplite.NewLocalWorld(2, mplite.WithLocalRanksPerHost(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer comms[0].Close()
+	if err := comms[1].Send([]byte("hello"), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	mplite.Abandon(comms[1])
+	buf := make([]byte, 8)
+	if _, err := comms[0].Recv(buf, 1, 0); err != nil || string(buf[:5]) != "hello" {
+		t.Fatalf("the message sent before the peer left: %q, %v", buf, err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := comms[0].Recv(buf, 1, 1)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		var pe *mplite.PeerError
+		if !errors.As(err, &pe) || pe.Rank != 1 {
+			t.Fatalf("receive from a rank that left: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a receive from a rank that left still waits after 10 s")
+	}
+}
