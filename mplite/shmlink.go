@@ -28,7 +28,7 @@ type shmLink struct {
 	filler entryFiller
 	put    func([]byte) error
 
-	recvs descQueue // posted receives, oldest first
+	recvs descQueue                 // posted receives, oldest first
 	pend  []*descriptors.Descriptor // posted sends not yet wholly in the ring
 	ph    int
 	at    int // bytes of pend[ph] already in the ring (a write in pieces)
@@ -37,9 +37,9 @@ type shmLink struct {
 	// writes counts the RDMA writes in sent: their completions end
 	// handshakes, so they are reaped at once.
 	writes int
-	sdone descQueue
-	rdone descQueue
-	err   error
+	sdone  descQueue
+	rdone  descQueue
+	err    error
 	// copies: writes always travel in the rings (a test's choice).
 	copies bool
 	// stalled: the ring holds a message and no receive is posted; the
