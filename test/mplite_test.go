@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,11 +140,20 @@ func TestMPLiteHydra(t *testing.T) {
 // TestRankKilled: the last of 4 ranks is SIGKILLed mid-exchange. Every other
 // rank reports an error naming it within the peer timeout and exits
 // non-zero, mprun fails, and no namespace or rank process is left behind.
+// With two ranks per host, the killed rank's neighbour hears of it through
+// shared memory (its process is gone), and no shared-memory file is left.
 func TestRankKilled(t *testing.T) {
 	needRoot(t)
+	for _, ppn := range []string{"1", "2"} {
+		t.Run("ppn="+ppn, func(t *testing.T) { rankKilled(t, ppn) })
+	}
+}
+
+func rankKilled(t *testing.T, ppn string) {
 	before := namespaces(t)
+	shmBefore := shmFiles(t)
 	mpitest := built.path(t, "mpitest")
-	out, err := run(t, time.Minute, built.path(t, "mprun"), "-np", "4", "-timeout", "45s", "-grace", "20s", "--",
+	out, err := run(t, time.Minute, built.path(t, "mprun"), "-np", "4", "-ppn", ppn, "-timeout", "45s", "-grace", "20s", "--",
 		mpitest, "-sigkill-after", "300ms", "-peer-timeout", "1s")
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
@@ -170,6 +181,9 @@ func TestRankKilled(t *testing.T) {
 		if !before[ns] && strings.Contains(ns, "-mprun-") {
 			t.Errorf("namespace %s left behind", ns)
 		}
+	}
+	if left := newNames(shmBefore, shmFiles(t)); len(left) > 0 {
+		t.Errorf("shared-memory files left behind: %v", left)
 	}
 }
 
@@ -205,6 +219,12 @@ func TestMPLiteRanksPerHost(t *testing.T) {
 				t.Fatalf("mprun failed: %v\n%s", err, out)
 			}
 			wantOK(t, out, 8, 8, `\[%d\] mpitest: rank %[1]d of %d: ok`)
+			// Ranks of one host talk through shared memory.
+			for r := range 8 {
+				if !regexp.MustCompile(fmt.Sprintf(`\[%d\] mpitest: rank %[1]d of 8: [1-9][0-9]* entries through shared memory`, r)).MatchString(out) {
+					t.Errorf("rank %d took nothing from shared memory", r)
+				}
+			}
 			if t.Failed() {
 				t.Logf("output:\n%s", out)
 			}
@@ -228,4 +248,25 @@ func TestMPLiteRanksPerHost(t *testing.T) {
 			}
 		}
 	})
+}
+
+// shmFiles lists the shared-memory inboxes of mplite ranks in /dev/shm.
+func shmFiles(t *testing.T) []string {
+	t.Helper()
+	names, err := filepath.Glob("/dev/shm/ethervia-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// newNames returns the names in after that are not in before.
+func newNames(before, after []string) []string {
+	var out []string
+	for _, n := range after {
+		if !slices.Contains(before, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -105,8 +105,12 @@ func run(args []string) int {
 		cfg.Log = func(format string, a ...any) { fmt.Printf("mpitest: "+who+": "+format+"\n", a...) }
 	}
 	err = mpitest.Run(c, cfg)
-	if st := c.Stats(); st.Rails > 1 {
+	st := c.Stats()
+	if st.Rails > 1 {
 		fmt.Printf("mpitest: %s: rails %d, rail failures %d, reconnects %d\n", who, st.Rails, st.RailFailures, st.RailReconnects)
+	}
+	if st.SharedMemory > 0 {
+		fmt.Printf("mpitest: %s: %d entries through shared memory\n", who, st.SharedMemory)
 	}
 	return finish(c, who, err, func() string { return fmt.Sprintf("ok in %v", time.Since(start).Round(time.Millisecond)) })
 }
