@@ -79,6 +79,20 @@ func (c *Comm) localReq(r *Request) bool {
 	return r.peer >= 0 && r.peer < len(c.peers) && c.peers[r.peer].local
 }
 
+// localWriteSpin is how long past its spin time a waiter goes on polling
+// while a write of its to a rank of this host is being copied: the copy
+// of a few MiB takes about a millisecond, and a sender that slept through
+// it paid a wake-up on every large message.
+const localWriteSpin = int64(2 * time.Millisecond)
+
+// localWriteSpin reports whether a waiter whose spin time ran out should
+// spin on: a write to a local peer is in flight and the waiter has not
+// spun localWriteSpin past its window.
+func (c *Comm) localWriteSpin(win *spinWindow) bool {
+	l := c.shmEP
+	return l != nil && l.writes.Load() > 0 && c.nanos()-win.last <= win.limit+localWriteSpin
+}
+
 // livenessEvery is how often a waiting rank checks that its local peers'
 // processes still run (a dead one would never consume or send again).
 const livenessEvery = int64(100 * time.Millisecond)
@@ -95,6 +109,7 @@ type localEP struct {
 	links    []*peer       // peers with a shared-memory link
 	rescan   bool          // a receive was posted on a link whose ring stalled
 	woken    atomic.Bool   // a wake-up came through the FIFO since the last poll
+	writes   atomic.Int32  // RDMA writes to local peers not yet consumed (localWriteSpin)
 	taken    atomic.Uint64 // entries taken from the rings (spinWindow)
 	done     chan struct{} // the wake goroutine ended
 	stop     chan struct{} // the attach goroutine should give up
@@ -252,7 +267,8 @@ func (c *Comm) attachFailed(q int, err error) {
 
 // newShmLink makes p's link to a rank of this host; c.mu is held.
 func (c *Comm) newShmLink(p *peer) *shmLink {
-	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, rescan: &c.shmEP.rescan, copies: c.cfg.shmCopies}
+	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, rescan: &c.shmEP.rescan, copies: c.cfg.shmCopies,
+		rankWrites: &c.shmEP.writes}
 	c.shmEP.links = append(c.shmEP.links, p)
 	return l
 }
@@ -356,7 +372,8 @@ func (c *Comm) takeLocal(p *peer) {
 		}
 		c.shmEP.taken.Add(uint64(n))
 		c.stats.SharedMemory += uint64(n)
-		if n > 0 && sl.ring.RoomWanted() && sl.out != nil {
+		if n > 0 && (sl.ring.RoomWanted() || sl.notify) && sl.out != nil {
+			sl.notify = false
 			sl.out.Wake()
 		}
 		if !c.localDone(p, sl) {

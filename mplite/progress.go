@@ -56,7 +56,7 @@ func (c *Comm) wait(w waitCond) {
 				}
 				// The clock every few turns only: reading it cost a
 				// quarter of a shared-memory round trip.
-				if turn%clockEvery == 0 && !win.more(c.nanos(), c.received()) {
+				if turn%clockEvery == 0 && !win.more(c.nanos(), c.received()) && !c.localWriteSpin(&win) {
 					break
 				}
 				if c.cfg.osYield {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/shm"
@@ -35,11 +36,15 @@ type shmLink struct {
 	sent  []sentDesc
 	sh    int
 	// writes counts the RDMA writes in sent: their completions end
-	// handshakes, so they are reaped at once.
-	writes int
-	sdone  descQueue
-	rdone  descQueue
-	err    error
+	// handshakes, so they are reaped at once. rankWrites counts them over
+	// every link of the rank, for waiters deciding to spin on.
+	writes     int
+	rankWrites *atomic.Int32
+	sdone      descQueue
+	rdone      descQueue
+	err        error
+	// notify: an entry taken asked us to wake its sender (shm.Entry.Notify).
+	notify bool
 	// copies: writes always travel in the rings (a test's choice).
 	copies bool
 	// stalled: the ring holds a message and no receive is posted; the
@@ -154,6 +159,7 @@ func (l *shmLink) push() {
 		l.sent = append(l.sent, sentDesc{d: d, last: seq})
 		if d.Control.Op == descriptors.OpRDMAWrite {
 			l.writes++
+			l.rankWrites.Add(1)
 		}
 	}
 	l.pend, l.ph = l.pend[:0], 0
@@ -184,7 +190,7 @@ func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, ok bool)
 		// The peer reads it from our memory: one copy, in one step.
 		e.Kind, e.Length, e.Offset = shm.WriteRemote, total, d.Address.Offset
 		e.Source = shm.Address(d.Segments[0].Buf)
-		e.Immediate = d.Control.Immediate
+		e.Immediate, e.Notify = d.Control.Immediate, true
 		return l.out.Commit(&e), true, true
 	}
 	// In pieces of a slot each; the last carries the immediate data.
@@ -193,6 +199,7 @@ func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, ok bool)
 	l.at += n
 	done = l.at == total
 	e.Immediate = done && d.Control.Immediate
+	e.Notify = done // a write's completion ends a handshake: the sender waits for it
 	return l.out.Commit(&e), done, true
 }
 
@@ -229,6 +236,7 @@ func (l *shmLink) reap() {
 		l.sh++
 		if d.Control.Op == descriptors.OpRDMAWrite {
 			l.writes--
+			l.rankWrites.Add(-1)
 		}
 		d.Status = descriptors.StatusDone
 		for i := range d.Segments {
@@ -284,6 +292,9 @@ func (l *shmLink) take(pid int) (stalled bool, taken int, err error) {
 				d.Status = descriptors.StatusDone | descriptors.StatusRemoteWrite | descriptors.StatusImmediate
 				l.rdone.push(d)
 			}
+		}
+		if e.Notify {
+			l.notify = true
 		}
 		l.ring.Release()
 		taken++

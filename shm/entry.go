@@ -24,6 +24,10 @@ const (
 // immediate data (its last entry, then).
 const flagImmediate = 1
 
+// flagNotify asks the receiver to wake the sender, if it sleeps, once it
+// has consumed the entry: the sender waits for the entry's completion.
+const flagNotify = 2
+
 // maxRemote bounds the length of a WriteRemote.
 const maxRemote = 1 << 40
 
@@ -31,7 +35,7 @@ const maxRemote = 1 << 40
 //
 //	0  4 length: data bytes (Send, Write) or bytes to read (WriteRemote)
 //	4  1 kind
-//	5  1 flags (flagImmediate)
+//	5  1 flags (flagImmediate, flagNotify)
 //	6  2 zero
 //	8  4 immediate data
 //	12 4 rkey
@@ -47,6 +51,9 @@ const maxRemote = 1 << 40
 type Entry struct {
 	Kind      Kind
 	Immediate bool
+	// Notify asks the receiver to wake the sender once the entry is
+	// consumed (Ring.Notify).
+	Notify bool
 	ImmData   uint32
 	RKey      uint32
 	Offset    uint64
@@ -74,6 +81,9 @@ func (e *Entry) put(slot []byte) {
 	if e.Immediate {
 		h[5] = flagImmediate
 	}
+	if e.Notify {
+		h[5] |= flagNotify
+	}
 	h[6], h[7] = 0, 0
 	binary.NativeEndian.PutUint32(h[8:], e.ImmData)
 	binary.NativeEndian.PutUint32(h[12:], e.RKey)
@@ -97,10 +107,11 @@ func parseEntry(slot []byte, slotData int, e *Entry) error {
 		RKey: binary.NativeEndian.Uint32(h[12:]), Offset: binary.NativeEndian.Uint64(h[16:]),
 		Total: binary.NativeEndian.Uint64(h[40:])}
 	flags := h[5]
-	if flags&^flagImmediate != 0 || h[6] != 0 || h[7] != 0 {
+	if flags&^(flagImmediate|flagNotify) != 0 || h[6] != 0 || h[7] != 0 {
 		return fmt.Errorf("%w: flags %#x %#x %#x", ErrCorrupt, flags, h[6], h[7])
 	}
 	e.Immediate = flags&flagImmediate != 0
+	e.Notify = flags&flagNotify != 0
 	if e.Kind != Send && e.Total > maxRemote {
 		return fmt.Errorf("%w: write of %d bytes", ErrCorrupt, e.Total)
 	}
