@@ -96,6 +96,17 @@ func Work(coll, algo string, n, m int) (msgs, bytes float64, ok bool) {
 	return msgs, bytes, true
 }
 
+// recDoublingCost is recursive doubling's, with the ranks beyond a power
+// of two folded in and out.
+func recDoublingCost(n, m int) (float64, float64) {
+	_, lgp, fold := foldPow2(n)
+	M := float64(m)
+	return lgp + 2*fold, lgp*M + 2*fold*M
+}
+
+// disseminationCost is the dissemination barrier's.
+func disseminationCost(n, _ int) (float64, float64) { return lg(n), 0 }
+
 // bruckCost is the radix-r Bruck alltoall's: (r-1) exchanges per base-r
 // digit, each of the blocks with that digit value.
 func bruckCost(n, m, r int) (c1, c2 float64) {
@@ -134,6 +145,7 @@ const (
 	algoPhased
 	algoMcast
 	algoPipeline
+	algoHierarchical
 )
 
 // algoAuto is the override that restores the cost model's choice.
@@ -501,6 +513,11 @@ func newAlgoTables() *algoTables {
 		barrier: collTable{coll: collBarrier, fallback: algoDissemination, algos: []algoEntry{
 			{id: algoDissemination, name: "dissemination",
 				cost: func(n, _ int) (float64, float64) { return lg(n), 0 }},
+			// Cost and Work give the flat network's figures: the hosts
+			// are the communicator's.
+			{id: algoHierarchical, name: "hierarchical",
+				cost:  func(n, _ int) (float64, float64) { return lg(n), 0 },
+				tuned: func(s selection) (float64, float64, float64, float64, bool) { return hierTuned(s, disseminationCost) }},
 		}},
 
 		bcast: collTable{coll: collBcast, fallback: algoBinomial, algos: []algoEntry{
@@ -522,6 +539,8 @@ func newAlgoTables() *algoTables {
 			{id: algoMcastNak, name: "mcast-nak", eligible: lineRateMcast,
 				cost: func(n, m int) (float64, float64) { return mcastCost(true, n, m), float64(m) },
 				work: func(n, m int) (float64, float64) { return float64(n), float64(m) }},
+			{id: algoHierarchical, name: "hierarchical", cost: treeCost, work: rootedWork,
+				tuned: func(s selection) (float64, float64, float64, float64, bool) { return hierTuned(s, treeCost) }},
 		}},
 
 		reduce: collTable{coll: collReduce, fallback: algoBinomial, algos: []algoEntry{
@@ -540,12 +559,7 @@ func newAlgoTables() *algoTables {
 		}},
 
 		allreduce: collTable{coll: collAllreduce, fallback: algoRecursiveDoubling, algos: []algoEntry{
-			{id: algoRecursiveDoubling, name: "recursive_doubling", eligible: shortAllreduce,
-				cost: func(n, m int) (float64, float64) {
-					_, lgp, fold := foldPow2(n)
-					M := float64(m)
-					return lgp + 2*fold, lgp*M + 2*fold*M
-				}},
+			{id: algoRecursiveDoubling, name: "recursive_doubling", eligible: shortAllreduce, cost: recDoublingCost},
 			{id: algoRabenseifner, name: "rabenseifner", eligible: shortAllreduce,
 				cost: func(n, m int) (float64, float64) {
 					p, lgp, fold := foldPow2(n)
@@ -564,6 +578,13 @@ func newAlgoTables() *algoTables {
 				work: func(n, m int) (float64, float64) {
 					N := float64(n)
 					return 2 * N * (N - 1), 2 * (N - 1) * float64(m)
+				}},
+			{id: algoHierarchical, name: "hierarchical", eligible: commutativeOnly, cost: recDoublingCost,
+				tuned: func(s selection) (float64, float64, float64, float64, bool) {
+					if !shortAllreduce(s) {
+						return 0, 0, 0, 0, false
+					}
+					return hierTuned(s, recDoublingCost)
 				}},
 		}},
 
@@ -661,11 +682,15 @@ func (c *Comm) exec(coll string, id algo, a *collArgs, red *Reducer) error {
 		switch id {
 		case algoDissemination:
 			return c.barrierColl()
+		case algoHierarchical:
+			return c.barrierHier()
 		}
 	case collBcast:
 		switch id {
 		case algoBinomial:
 			return c.bcastBinomial(a.buf, a.root)
+		case algoHierarchical:
+			return c.bcastHier(a.buf, a.root)
 		case algoScatterAllgather:
 			return c.bcastScatterAllgather(a.buf, a.root)
 		case algoPipeline:
@@ -695,6 +720,11 @@ func (c *Comm) exec(coll string, id algo, a *collArgs, red *Reducer) error {
 				return c.reduceRabenseifner(a.send, a.recv, red, 0, true)
 			}
 			return c.allreduceRing(a.send, a.recv, red)
+		case algoHierarchical:
+			if !red.Commutative { // forced: neither is the hosts'
+				return c.reduceRabenseifner(a.send, a.recv, red, 0, true)
+			}
+			return c.allreduceHier(a.send, a.recv, red)
 		}
 	case collGather:
 		switch id {

@@ -12,10 +12,10 @@ import (
 // each, and has its fallback.
 func TestAlgoTables(t *testing.T) {
 	want := []string{
-		"barrier: dissemination",
-		"bcast: binomial scatter_allgather pipeline mcast-ack mcast-nak",
+		"barrier: dissemination hierarchical",
+		"bcast: binomial scatter_allgather pipeline mcast-ack mcast-nak hierarchical",
 		"reduce: binomial pipeline rabenseifner",
-		"allreduce: recursive_doubling rabenseifner ring",
+		"allreduce: recursive_doubling rabenseifner ring hierarchical",
 		"gather: binomial linear",
 		"gatherv: linear",
 		"scatter: binomial linear mcast",

@@ -42,6 +42,8 @@ type collState struct {
 	xs    []*xfer           // its request sets (newXfer); nx of them lent
 	nx    int
 	ints  []int // its block layout (layout: uniform, blocks)
+	// hosts groups the communicator's ranks by host (hier.go), once.
+	hosts *hostLayout
 }
 
 // layout lends the running collective n ints for a block layout.

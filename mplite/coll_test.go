@@ -656,3 +656,33 @@ func TestCommIsolation(t *testing.T) {
 		return errors.Join(<-errs, <-errs, <-errs)
 	}))
 }
+
+// TestCollectivesRanksPerHost checks the collectives with hierarchical
+// algorithms on worlds whose hosts hold several ranks (and one host fewer
+// than the others), and that the cost model picks them for short messages
+// there.
+func TestCollectivesRanksPerHost(t *testing.T) {
+	for _, n := range []int{7, 9} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var count atomic.Int64
+			opts := []mplite.Option{mplite.WithLocalRanksPerHost(3)}
+			noErrors(t, collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
+				for _, coll := range []string{"barrier", "bcast", "allreduce"} {
+					if algo, err := c.Algorithm(coll, 8); err != nil || algo != "hierarchical" {
+						return fmt.Errorf("%s of 8 bytes over hosts of 3 ranks: the model picks %q (%v)", coll, algo, err)
+					}
+				}
+				if err := runCollsWith(c, collSizes, []string{"barrier", "bcast", "allreduce", "reduce"}, &count); err != nil {
+					return err
+				}
+				// A communicator that splits the hosts differently.
+				sub, err := c.Split(c.Rank()%2, -c.Rank())
+				if err != nil {
+					return err
+				}
+				defer sub.Free()
+				return runCollsWith(sub, []int{8, 1000}, []string{"bcast", "allreduce"}, nil)
+			}))
+		})
+	}
+}

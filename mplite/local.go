@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/shm"
 )
 
@@ -109,6 +110,7 @@ type localEP struct {
 	links    []*peer       // peers with a shared-memory link
 	rescan   bool          // a receive was posted on a link whose ring stalled
 	woken    atomic.Bool   // a wake-up came through the FIFO since the last poll
+	quit     atomic.Bool   // the wake goroutine should end
 	writes   atomic.Int32  // RDMA writes to local peers not yet consumed (localWriteSpin)
 	taken    atomic.Uint64 // entries taken from the rings (spinWindow)
 	done     chan struct{} // the wake goroutine ended
@@ -180,9 +182,18 @@ func (c *Comm) openLocal() error {
 	l.byRing = make([]*peer, len(ranks))
 	c.shmEP = l
 	c.fab.alsoWake(l.pending)
+	// A rank blocked in its NIC's poll watches the wake FIFO there too:
+	// with ranks sharing CPUs that poll holds the thread and its P, and a
+	// goroutine reading the FIFO could not run until it timed out. The
+	// goroutine remains for waits elsewhere (a bond's, memnic's).
+	for _, d := range c.devs {
+		if w, ok := d.(nic.WakeFDWaiter); ok {
+			w.SetWakeFD(in.WakeFD())
+		}
+	}
 	go func() {
 		defer close(l.done)
-		for in.AwaitWake() == nil {
+		for in.AwaitWake() == nil && !l.quit.Load() {
 			l.woken.Store(true)
 			c.fab.interrupt()
 		}
@@ -196,8 +207,19 @@ func (c *Comm) openLocal() error {
 }
 
 // pending reports work for the shared-memory side: an entry in a ring, or
-// a wake-up (a peer consumed from a ring we found full). Any goroutine.
-func (l *localEP) pending() bool { return l.woken.Load() || l.in.Pending() }
+// a wake-up (a peer consumed from a ring we found full, or wrote while we
+// slept). Any goroutine; the fabric's waits ask it with the provider's
+// lock held.
+func (l *localEP) pending() bool {
+	if l.woken.Load() || l.in.Pending() {
+		return true
+	}
+	if l.in.DrainWake() {
+		l.woken.Store(true)
+		return true
+	}
+	return false
+}
 
 // attachLocal attaches to every local peer's inbox, waiting for the ones
 // not yet created (their ranks are still starting) until the connect
@@ -482,10 +504,16 @@ func (c *Comm) closeLocal() {
 		}
 	}
 	_ = l.in.Unlink()
-	l.in.StopWake()
+	l.quit.Store(true)
+	l.in.Poke()
 	<-l.done
+	for _, d := range c.devs {
+		if w, ok := d.(nic.WakeFDWaiter); ok {
+			w.SetWakeFD(-1)
+		}
+	}
 	// A call may still be on its way out of a wait that looks at the
-	// rings without c.mu (the fabric's wake-up check): the rings are
-	// unmapped only once the communicator is unreachable.
+	// rings and the FIFO without c.mu (the fabric's wake-up check): they
+	// are unmapped and closed only once the communicator is unreachable.
 	runtime.AddCleanup(c.endpoint, func(in *shm.Inbox) { in.Close() }, l.in)
 }

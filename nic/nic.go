@@ -71,6 +71,16 @@ type Interrupter interface {
 	Interrupt()
 }
 
+// WakeFDWaiter is implemented by devices whose Wait can also watch a file
+// descriptor of the caller's: a pipe another process writes to when it
+// has work for this one (a rank of the same host, through shared memory).
+// Wait returns nil once fd is readable; the caller drains it. The
+// descriptor must stay open as long as the device may wait on it.
+type WakeFDWaiter interface {
+	// SetWakeFD makes Wait watch fd too (a negative fd: nothing).
+	SetWakeFD(fd int)
+}
+
 // ThreadWaiter is implemented by devices that can also wait without telling
 // the Go scheduler. Wait blocks in a system call the runtime knows of: after
 // 20µs its sysmon thread hands the goroutine's P to another thread, and

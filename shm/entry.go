@@ -53,10 +53,10 @@ type Entry struct {
 	Immediate bool
 	// Notify asks the receiver to wake the sender once the entry is
 	// consumed (Ring.Notify).
-	Notify bool
-	ImmData   uint32
-	RKey      uint32
-	Offset    uint64
+	Notify  bool
+	ImmData uint32
+	RKey    uint32
+	Offset  uint64
 	// Length is the number of bytes: len(Data) for Send and Write.
 	Length int
 	// Source is the sender's address of the bytes of a WriteRemote.

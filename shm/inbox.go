@@ -16,11 +16,12 @@ import (
 // and the doorbell it polls. Its methods other than Close are for one
 // goroutine at a time (the caller's lock), except AwaitWake.
 type Inbox struct {
-	path  string
-	mem   []byte
-	cfg   Config
-	rings []Ring
-	wake  *os.File // the FIFO's read end
+	path   string
+	mem    []byte
+	cfg    Config
+	rings  []Ring
+	wake   *os.File // the FIFO, open for reading and writing
+	wakeFD int      // its descriptor (os.File.Fd would make it blocking)
 }
 
 // wakePath is the FIFO beside an inbox file.
@@ -75,7 +76,7 @@ func Create(path string, cfg Config) (*Inbox, error) {
 	if err != nil {
 		return fail(fmt.Errorf("shm: open wake FIFO: %w", err))
 	}
-	in.wake = os.NewFile(uintptr(fd), wakePath(path))
+	in.wake, in.wakeFD = os.NewFile(uintptr(fd), wakePath(path)), fd
 	store32(mem, offVersion, version)
 	store32(mem, offRings, uint32(cfg.Rings))
 	store32(mem, offSlots, uint32(cfg.Slots))
@@ -137,6 +138,29 @@ func (in *Inbox) AwaitWake() error {
 	}
 	return nil
 }
+
+// WakeFD returns the wake FIFO's descriptor, for a poll that should end
+// when a sender wakes this process (nic.WakeFDWaiter); DrainWake empties
+// it afterwards. It stays valid until Close.
+func (in *Inbox) WakeFD() int { return in.wakeFD }
+
+// DrainWake empties the wake FIFO without blocking and reports whether a
+// wake-up was in it. Any goroutine.
+func (in *Inbox) DrainWake() bool {
+	var buf [64]byte
+	woke := false
+	for {
+		n, err := unix.Read(in.wakeFD, buf[:])
+		if n <= 0 || err != nil {
+			return woke
+		}
+		woke = true
+	}
+}
+
+// Poke writes a wake-up into the inbox's own FIFO: it ends AwaitWake
+// without closing anything.
+func (in *Inbox) Poke() { _, _ = unix.Write(in.wakeFD, []byte{1}) }
 
 // Unlink removes the inbox's names; processes that mapped it keep it.
 // Names already gone are no error.

@@ -91,7 +91,8 @@ type Device struct {
 	fd      int
 	efd     wakefd.FD // Close's: ends every Wait for good
 	ifd     wakefd.FD // Interrupt's: ends one Wait
-	pollFds [3]unix.PollFd
+	pollFds [4]unix.PollFd
+	wakeFD  atomic.Int32 // SetWakeFD's descriptor, or -1
 	pollTs  unix.Timespec
 
 	// Send side, used by one sender at a time.
@@ -157,6 +158,7 @@ func Open(cfg Config) (*Device, error) {
 		return nil, fmt.Errorf("afpacket %s: listen: %w", cfg.Iface, err)
 	}
 	d := &Device{cfg: cfg, filter: filter, conn: conn, mtu: ifi.MTU, hw: ifi.HardwareAddr, ifindex: ifi.Index}
+	d.wakeFD.Store(-1)
 	d.mc.init(cfg.MaxMulticast)
 	if err := d.setup(); err != nil {
 		conn.Close()
@@ -312,6 +314,10 @@ func (d *Device) readKernelStats() {
 	}
 }
 
+// SetWakeFD implements nic.WakeFDWaiter: Wait also returns when fd is
+// readable.
+func (d *Device) SetWakeFD(fd int) { d.wakeFD.Store(int32(max(fd, -1))) }
+
 // Interrupt implements nic.Interrupter with an eventfd that Wait polls.
 func (d *Device) Interrupt() {
 	d.waitMu.RLock()
@@ -444,6 +450,7 @@ func (d *Device) wait(deadline time.Time, raw bool) error {
 	d.pollFds[0] = unix.PollFd{Fd: int32(d.fd), Events: unix.POLLIN}
 	d.pollFds[1] = unix.PollFd{Fd: d.efd.Fd(), Events: unix.POLLIN}
 	d.pollFds[2] = unix.PollFd{Fd: d.ifd.Fd(), Events: unix.POLLIN}
+	d.pollFds[3] = unix.PollFd{Fd: d.wakeFD.Load(), Events: unix.POLLIN} // ppoll skips a negative one
 	for {
 		var ts *unix.Timespec
 		if !deadline.IsZero() {
