@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"runtime"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func Run(t *testing.T, mk Maker) {
 	t.Run("NoAllocations", func(t *testing.T) { testAllocs(t, mk(t)) })
 	t.Run("InterruptEndsWait", func(t *testing.T) { testInterrupt(t, mk(t)) })
 	t.Run("WaitThread", func(t *testing.T) { testWaitThread(t, mk(t)) })
+	t.Run("WakeFDEndsWait", func(t *testing.T) { testWakeFD(t, mk(t)) })
 }
 
 // Frame writes an Ethervia frame from src to dst into b: the prefix, then
@@ -386,6 +388,58 @@ func testInterrupt(t *testing.T, p Pair) {
 	sendAll(t, p.A, [][]byte{f})
 	if got := NewReceiver(p.B).Collect(t, 1, time.Second); len(got) != 1 {
 		t.Fatal("no frame received after Interrupts")
+	}
+}
+
+// testWakeFD: a device that watches a caller's descriptor (nic.WakeFDWaiter)
+// ends a blocked Wait, plain or on its thread, once the descriptor is
+// readable; with it drained, or unset, Wait keeps its deadline.
+func testWakeFD(t *testing.T, p Pair) {
+	w, ok := p.B.(nic.WakeFDWaiter)
+	if !ok {
+		t.Skipf("%T does not implement nic.WakeFDWaiter", p.B)
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	w.SetWakeFD(fds[0])
+	defer w.SetWakeFD(-1)
+	if err := p.B.Wait(time.Now().Add(20 * time.Millisecond)); !errors.Is(err, nic.ErrTimeout) {
+		t.Fatalf("Wait with an empty wake descriptor returned %v, want ErrTimeout", err)
+	}
+	waits := []func(time.Time) error{p.B.Wait}
+	if tw, ok := p.B.(nic.ThreadWaiter); ok {
+		waits = append(waits, tw.WaitThread)
+	}
+	for i, wait := range waits {
+		done := make(chan error, 1)
+		go func() { done <- wait(time.Now().Add(10 * time.Second)) }()
+		time.Sleep(20 * time.Millisecond)
+		if _, err := unix.Write(fds[1], []byte{1}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("wait %d: woken by its descriptor, returned %v, want nil", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("wait %d: a readable wake descriptor did not end it", i)
+		}
+		var b [8]byte
+		if n, _ := unix.Read(fds[0], b[:]); n != 1 {
+			t.Fatalf("drained %d bytes, want 1", n)
+		}
+	}
+	w.SetWakeFD(-1)
+	if _, err := unix.Write(fds[1], []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.B.Wait(time.Now().Add(20 * time.Millisecond)); !errors.Is(err, nic.ErrTimeout) {
+		t.Fatalf("Wait after SetWakeFD(-1) returned %v, want ErrTimeout", err)
 	}
 }
 
