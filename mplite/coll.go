@@ -287,12 +287,17 @@ func (c *Comm) Bcast(buf []byte, root int) error {
 
 func (c *Comm) bcastBinomial(buf []byte, root int) error {
 	n := c.csize
-	vr := (c.crank - root + n) % n
-	x := c.newXfer()
+	return binomialDown(c.newXfer(), buf, n, (c.crank-root+n)%n, func(v int) int { return (v + root) % n }, 0)
+}
+
+// binomialDown runs a binomial broadcast of buf over n members numbered
+// from the root (0): member vr receives from its parent, then sends to
+// its children; at maps a member's number to its rank.
+func binomialDown(x *xfer, buf []byte, n, vr int, at func(v int) int, tag int) error {
 	mask := 1
 	for ; mask < n; mask <<= 1 {
 		if vr&mask != 0 {
-			if err := x.recv(buf, (vr-mask+root)%n, 0); err != nil {
+			if err := x.recv(buf, at(vr-mask), tag); err != nil {
 				return err
 			}
 			if err := x.wait(); err != nil {
@@ -303,7 +308,7 @@ func (c *Comm) bcastBinomial(buf []byte, root int) error {
 	}
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if vr+mask < n {
-			if err := x.send(buf, (vr+mask+root)%n, 0); err != nil {
+			if err := x.send(buf, at(vr+mask), tag); err != nil {
 				_ = x.wait()
 				return err
 			}

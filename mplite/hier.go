@@ -231,27 +231,7 @@ func (c *Comm) bcastHier(buf []byte, root int) error {
 		rootHost := h.hostOf[root]
 		vr := (h.myHost - rootHost + nh) % nh
 		at := func(v int) int { return h.leaderOf((v+rootHost)%nh, root) }
-		mask := 1
-		for ; mask < nh; mask <<= 1 {
-			if vr&mask != 0 {
-				if err := x.recv(buf, at(vr-mask), hierNetTag); err != nil {
-					return err
-				}
-				if err := x.wait(); err != nil {
-					return err
-				}
-				break
-			}
-		}
-		for mask >>= 1; mask > 0; mask >>= 1 {
-			if vr+mask < nh {
-				if err := x.send(buf, at(vr+mask), hierNetTag); err != nil {
-					_ = x.wait()
-					return err
-				}
-			}
-		}
-		if err := x.wait(); err != nil {
+		if err := binomialDown(x, buf, nh, vr, at, hierNetTag); err != nil {
 			return err
 		}
 	}
