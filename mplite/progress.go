@@ -44,8 +44,9 @@ func (c *Comm) wait(w waitCond) {
 	for {
 		if spin > 0 {
 			spin = 0
+			// The window starts at the first look at the clock, a few
+			// turns in: most waits on a rank of this host end before.
 			win := spinWindow{limit: int64(c.cfg.spin)}
-			win.restart(c.nanos(), c.received())
 			for turn := 1; ; turn++ {
 				c.mu.Lock()
 				c.progressFor(w)
@@ -148,14 +149,19 @@ type spinWindow struct {
 	limit int64  // nanoseconds without a frame before blocking
 	last  int64  // when the frame count last moved
 	seen  uint64 // the frame count then
+	// started: the window has begun (a waiter starts it at its first
+	// look at the clock, more's first call).
+	started bool
 }
 
-func (s *spinWindow) restart(now int64, received uint64) { s.last, s.seen = now, received }
+func (s *spinWindow) restart(now int64, received uint64) {
+	s.last, s.seen, s.started = now, received, true
+}
 
 // more reports whether to go on polling at now, the fabric having received
 // received frames so far.
 func (s *spinWindow) more(now int64, received uint64) bool {
-	if received != s.seen {
+	if received != s.seen || !s.started {
 		s.restart(now, received)
 		return true
 	}
