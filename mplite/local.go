@@ -147,6 +147,19 @@ func randomTag() string {
 	return fmt.Sprintf("w%016x", binary.LittleEndian.Uint64(b[:]))
 }
 
+// Host numbers this rank's host: the lowest world rank that shares its
+// NIC (its rail-0 MAC). Ranks of one host get the same number and ranks
+// of different hosts different ones: the color of MPI_COMM_TYPE_SHARED.
+func (c *Comm) Host() int {
+	me := c.addrs[c.rank].MAC
+	for r := range c.addrs {
+		if c.addrs[r].MAC == me {
+			return r
+		}
+	}
+	return c.rank
+}
+
 // isLocal reports whether rank q shares this rank's NIC.
 func (c *Comm) isLocal(q int) bool {
 	return q != c.rank && c.addrs[q].MAC == c.addrs[c.rank].MAC

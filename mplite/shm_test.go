@@ -111,3 +111,14 @@ func TestLocalPeerGone(t *testing.T) {
 		t.Fatal("a receive from a rank that left still waits after 10 s")
 	}
 }
+
+// TestHost: ranks that share a NIC share a Host number, the lowest of
+// their world ranks; others differ.
+func TestHost(t *testing.T) {
+	noErrors(t, runWorld(t, 7, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(3)}, func(c *mplite.Comm) error {
+		if want := c.Rank() / 3 * 3; c.Host() != want {
+			return fmt.Errorf("rank %d: host %d, want %d", c.Rank(), c.Host(), want)
+		}
+		return nil
+	}))
+}

@@ -157,6 +157,9 @@ func TestLibmpich(t *testing.T) {
 				if p == "p2p" {
 					checkSsendTimes(t, out)
 				}
+				if p == "misc" {
+					checkNodeComm(t, out, tc.np, tc.ppn)
+				}
 				if p == "lcount" {
 					// Counts beyond int are refused before anything moves.
 					if n := strings.Count(out, "beyond int: MPI_ERR_COUNT MPI_ERR_COUNT"); n != tc.np {
@@ -435,5 +438,23 @@ func TestLibmpichTwoGigabytes(t *testing.T) {
 		"-np", "2", "-timeout", "150s", "--", prog)
 	if err != nil || !strings.Contains(out, "B1 rc 0 count 2147483647 bad 0 last 7") || !strings.Contains(out, "B0 rc 0") {
 		t.Fatalf("the 2 GB message did not arrive intact (%v):\n%s%s", err, out, errOut)
+	}
+}
+
+// checkNodeComm checks misc's T lines: MPI_COMM_TYPE_SHARED groups the
+// ranks of one host (ppn consecutive ranks), numbered in world order, and
+// an Allreduce over that communicator sums their world ranks.
+func checkNodeComm(t *testing.T, out string, np, ppn int) {
+	t.Helper()
+	for r := range np {
+		first := r / ppn * ppn
+		sum := 0
+		for q := first; q < first+ppn; q++ {
+			sum += q
+		}
+		want := fmt.Sprintf("T%d node size %d rank %d sum %d", r, ppn, r-first, sum)
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("no %q: MPI_COMM_TYPE_SHARED does not group the ranks of a host", want)
+		}
 	}
 }

@@ -67,6 +67,13 @@ func members(ce *commEntry) []int {
 	return g
 }
 
+// myHost is the world's Host: the color of the ranks of this host.
+func myHost() int {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	return lib.world.Host()
+}
+
 func myWorldRank() int {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
@@ -451,7 +458,8 @@ func PMPI_Comm_create_group(comm C.MPI_Comm, h C.MPI_Group, tag C.int, out *C.MP
 }
 
 // MPI_Comm_split_type with MPI_COMM_TYPE_SHARED groups the ranks of one
-// host. Each rank has a host (a NIC) of its own here, so each is alone.
+// host: those that share a NIC (mprun -ppn, several ranks per node under
+// a launcher), which also share memory.
 //
 //export PMPI_Comm_split_type
 func PMPI_Comm_split_type(comm C.MPI_Comm, kind, key C.int, info C.MPI_Info, out *C.MPI_Comm) (mpirc C.int) {
@@ -464,7 +472,7 @@ func PMPI_Comm_split_type(comm C.MPI_Comm, kind, key C.int, info C.MPI_Info, out
 	switch kind {
 	case undefined:
 	case commTypeShared:
-		color = myWorldRank()
+		color = myHost()
 	default:
 		return retc(comm, "MPI_Comm_split_type", errorf(errArg, "split type %d", int(kind)))
 	}
