@@ -304,8 +304,28 @@ func (c *Comm) attachFailed(q int, err error) {
 func (c *Comm) newShmLink(p *peer) *shmLink {
 	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, rescan: &c.shmEP.rescan, copies: c.cfg.shmCopies,
 		rankWrites: &c.shmEP.writes}
+	l.direct = func(msg []byte) bool { return c.recvDirect(p, msg) }
 	c.shmEP.links = append(c.shmEP.links, p)
 	return l
+}
+
+// recvDirect delivers an eager message from local peer p straight from
+// its ring slot into the posted receive it matches, as onEager would from
+// a receive slot. Anything else (no receive posted, other types) it
+// leaves to the descriptor path, reporting false.
+func (c *Comm) recvDirect(p *peer, msg []byte) bool {
+	var e envelope
+	if len(msg) < envLen || msg[0] != msgEager || parseEnvelope(msg, c.cfg.eagerLimit, &e) != nil {
+		return false
+	}
+	if c.posted[p.rank].match(e.tag, e.ctx) == nil && c.anyPost.match(e.tag, e.ctx) == nil {
+		return false
+	}
+	c.stats.EagerReceived++
+	c.envelopeArrived(p)
+	r := c.takePosted(p.rank, e.tag, e.ctx)
+	c.deliver(r, p.rank, e.tag, msg[envLen:], len(msg)-envLen)
+	return true
 }
 
 // connectLocal starts p's connection: ready if we are attached to its
@@ -356,6 +376,33 @@ func (c *Comm) pollLocal() {
 			c.localDone(p, sl)
 		}
 	}
+}
+
+// postDirect writes an envelope (and eager r's data) straight into p's
+// ring when nothing posted waits before it and the ring has room: no send
+// slot, no descriptor, nothing to complete later. It reports false when
+// the message must take the descriptor path instead.
+func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
+	sl, ok := p.v.(*shmLink)
+	if !ok || sl.out == nil || sl.err != nil || sl.ph < len(sl.pend) {
+		return false
+	}
+	b, ok := sl.out.Reserve()
+	if !ok {
+		return false
+	}
+	putEnvelope(b, e)
+	k := 0
+	switch {
+	case r == nil:
+	case r.lay != nil && r.buf == nil:
+		k = r.layLen
+		r.lay.Gather(b[envLen : envLen+k])
+	default:
+		k = copy(b[envLen:], r.buf)
+	}
+	sl.out.Commit(&shm.Entry{Kind: shm.Send, Length: envLen + k})
+	return true
 }
 
 // needReap reports whether p's consumed sends must be completed now:

@@ -360,6 +360,9 @@ func (c *Comm) pumpPeer(p *peer) {
 // eager send r if r is not nil: its slice, or its layout gathered straight
 // into the slot.
 func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
+	if p.local && c.postDirect(p, e, r) {
+		return true
+	}
 	n := len(p.sfre) - 1
 	i := p.sfre[n]
 	p.sfre = p.sfre[:n]
