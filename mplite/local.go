@@ -391,16 +391,7 @@ func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
 	if !ok {
 		return false
 	}
-	putEnvelope(b, e)
-	k := 0
-	switch {
-	case r == nil:
-	case r.lay != nil && r.buf == nil:
-		k = r.layLen
-		r.lay.Gather(b[envLen : envLen+k])
-	default:
-		k = copy(b[envLen:], r.buf)
-	}
+	k := putMessage(b, e, r)
 	sl.out.Commit(&shm.Entry{Kind: shm.Send, Length: envLen + k})
 	return true
 }

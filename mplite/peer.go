@@ -367,16 +367,7 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 	i := p.sfre[n]
 	p.sfre = p.sfre[:n]
 	b := p.sendSlot(c, i)
-	putEnvelope(b, e)
-	k := 0
-	switch {
-	case r == nil:
-	case r.lay != nil && r.buf == nil:
-		k = r.layLen
-		r.lay.Gather(b[envLen : envLen+k])
-	default:
-		k = copy(b[envLen:], r.buf)
-	}
+	k := putMessage(b, e, r)
 	d := &p.sd[i]
 	d.Control = descriptors.Control{}
 	d.Segments[0].Buf = b[:envLen+k]
@@ -387,6 +378,22 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 	}
 	p.sops.push(sendOp{kind: opSlot, idx: i})
 	return true
+}
+
+// putMessage writes envelope e into b, then the data of eager send r if r
+// is not nil (its slice, or its layout gathered straight into b), and
+// returns the data's length.
+func putMessage(b []byte, e *envelope, r *Request) int {
+	putEnvelope(b, e)
+	switch {
+	case r == nil:
+		return 0
+	case r.lay != nil && r.buf == nil:
+		r.lay.Gather(b[envLen : envLen+r.layLen])
+		return r.layLen
+	default:
+		return copy(b[envLen:], r.buf)
+	}
 }
 
 // postChunk posts the next RDMA write of handshake send r; the last one
