@@ -250,13 +250,15 @@ func (c *Comm) Barrier() error {
 	return c.collErr(collBarrier, c.run(&c.tables.barrier, 0, true, &collArgs{}))
 }
 
-// barrierColl is a dissemination barrier: in round k every member tells
-// member rank+2^k and hears from rank-2^k.
-func (c *Comm) barrierColl() error {
-	n, me := c.csize, c.crank
-	x := c.newXfer()
+// barrierColl is a dissemination barrier over the whole communicator.
+func (c *Comm) barrierColl() error { return c.dissemination(c.newXfer(), c.whole()) }
+
+// dissemination is a dissemination barrier among the members of s: in
+// round k every member tells member me+2^k and hears from me-2^k.
+func (c *Comm) dissemination(x *xfer, s span) error {
+	n, me := s.n, s.me
 	for k, round := 1, 0; k < n; k, round = k<<1, round+1 {
-		if err := x.sendrecv(nil, (me+k)%n, nil, (me-k+n)%n, round); err != nil {
+		if err := x.sendrecv(nil, s.rank((me+k)%n), nil, s.rank((me-k+n)%n), round); err != nil {
 			return err
 		}
 	}
@@ -455,22 +457,40 @@ func (c *Comm) Allreduce(send, recv []byte, red Reducer) error {
 		&collArgs{send: send, recv: recv}, &red))
 }
 
-// fold pairs the first 2*rem ranks (rem = n - pof2): each even one hands its
-// data to the odd one above it and sits out. It returns the rank's number
-// among the pof2 that go on (-1 if it sits out).
-func (c *Comm) fold(x *xfer, acc, tmp []byte, red *Reducer, pof2 int) (int, error) {
-	me := c.crank
-	rem := c.csize - pof2
+// span is the set of members a recursive algorithm runs over: n of them,
+// this rank being member me, member i being rank ranks[i] of the
+// communicator (rank i when ranks is nil: the whole communicator).
+type span struct {
+	n, me int
+	ranks []int
+}
+
+// whole is the span of the whole communicator.
+func (c *Comm) whole() span { return span{n: c.csize, me: c.crank} }
+
+// rank is member i's rank in the communicator.
+func (s span) rank(i int) int {
+	if s.ranks == nil {
+		return i
+	}
+	return s.ranks[i]
+}
+
+// fold pairs the first 2*rem members (rem = n - pof2): each even one
+// hands its data to the odd one above it and sits out. It returns the
+// member's number among the pof2 that go on (-1 if it sits out).
+func (c *Comm) fold(x *xfer, s span, acc, tmp []byte, red *Reducer, pof2 int) (int, error) {
+	me, rem := s.me, s.n-pof2
 	switch {
 	case me >= 2*rem:
 		return me - rem, nil
 	case me%2 == 0:
-		if err := x.send(acc, me+1, 0); err != nil {
+		if err := x.send(acc, s.rank(me+1), 0); err != nil {
 			return -1, err
 		}
 		return -1, x.wait()
 	default:
-		if err := x.recv(tmp[:len(acc)], me-1, 0); err != nil {
+		if err := x.recv(tmp[:len(acc)], s.rank(me-1), 0); err != nil {
 			return -1, err
 		}
 		if err := x.wait(); err != nil {
@@ -481,24 +501,24 @@ func (c *Comm) fold(x *xfer, acc, tmp []byte, red *Reducer, pof2 int) (int, erro
 	}
 }
 
-// unfold gives the ranks that sat out the result.
-func (c *Comm) unfold(x *xfer, acc []byte, pof2 int) error {
-	me := c.crank
-	rem := c.csize - pof2
+// unfold gives the members that sat out the result.
+func (c *Comm) unfold(x *xfer, s span, acc []byte, pof2 int) error {
+	me, rem := s.me, s.n-pof2
 	if me >= 2*rem {
 		return nil
 	}
 	if me%2 == 0 {
-		if err := x.recv(acc, me+1, 250); err != nil {
+		if err := x.recv(acc, s.rank(me+1), 250); err != nil {
 			return err
 		}
-	} else if err := x.send(acc, me-1, 250); err != nil {
+	} else if err := x.send(acc, s.rank(me-1), 250); err != nil {
 		return err
 	}
 	return x.wait()
 }
 
-// realRank is the rank of the pof2-numbered rank nr after a fold.
+// realRank is the member number of the pof2-numbered member nr after a
+// fold.
 func realRank(nr, rem int) int {
 	if nr < rem {
 		return 2*nr + 1
@@ -507,24 +527,29 @@ func realRank(nr, rem int) int {
 }
 
 func (c *Comm) allreduceRecDoubling(send, recv []byte, red *Reducer) error {
-	n := c.csize
 	acc := recv
 	copy(acc, send)
-	if n == 1 {
+	if c.csize == 1 {
 		return nil
 	}
-	tmp := c.coll.scr.get(len(send))
-	pof2 := floorPow2(n)
-	rem := n - pof2
-	x := c.newXfer()
-	nr, err := c.fold(x, acc, tmp, red, pof2)
+	return c.recDoubling(c.newXfer(), c.whole(), acc, c.coll.scr.get(len(send)), red)
+}
+
+// recDoubling allreduces acc among the members of s by recursive
+// doubling, the members beyond the largest power of two folded into their
+// neighbours first; tmp is scratch of acc's length.
+func (c *Comm) recDoubling(x *xfer, s span, acc, tmp []byte, red *Reducer) error {
+	pof2 := floorPow2(s.n)
+	rem := s.n - pof2
+	nr, err := c.fold(x, s, acc, tmp, red, pof2)
 	if err != nil {
 		return err
 	}
 	if nr >= 0 {
 		for mask, step := 1, 1; mask < pof2; mask, step = mask<<1, step+1 {
 			nd := nr ^ mask
-			if err := x.sendrecv(acc, realRank(nd, rem), tmp, realRank(nd, rem), step); err != nil {
+			peer := s.rank(realRank(nd, rem))
+			if err := x.sendrecv(acc, peer, tmp, peer, step); err != nil {
 				return err
 			}
 			if nd < nr {
@@ -534,7 +559,7 @@ func (c *Comm) allreduceRecDoubling(send, recv []byte, red *Reducer) error {
 			}
 		}
 	}
-	return c.unfold(x, acc, pof2)
+	return c.unfold(x, s, acc, pof2)
 }
 
 // reduceRabenseifner reduces by recursive halving (each of the pof2 ranks
@@ -558,7 +583,7 @@ func (c *Comm) reduceRabenseifner(send, recv []byte, red *Reducer, root int, all
 	off := c.blocks(len(send)/es, pof2)
 	rng := func(b []byte, lo, hi int) []byte { return b[off[lo]*es : off[hi]*es] }
 	x := c.newXfer()
-	nr, err := c.fold(x, acc, tmp, red, pof2)
+	nr, err := c.fold(x, c.whole(), acc, tmp, red, pof2)
 	if err != nil {
 		return err
 	}
@@ -596,7 +621,7 @@ func (c *Comm) reduceRabenseifner(send, recv []byte, red *Reducer, root int, all
 				return err
 			}
 		}
-		return c.unfold(x, acc, pof2)
+		return c.unfold(x, c.whole(), acc, pof2)
 	}
 	// Gather to pof2-rank 0, then to root.
 	if nr >= 0 {

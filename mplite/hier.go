@@ -90,6 +90,15 @@ func (h *hostLayout) leaderOf(i, root int) int {
 	return h.members[i][0]
 }
 
+// leaders is the span of the hosts' leaders of an unrooted collective, in
+// host order, with this host's leader as member; ranks is room for them.
+func (h *hostLayout) leaders(ranks []int) span {
+	for i := range ranks {
+		ranks[i] = h.leaderOf(i, -1)
+	}
+	return span{n: len(ranks), me: h.myHost, ranks: ranks}
+}
+
 // gatherHost runs the intra-host half on the way up: a leader receives
 // one message from each rank of its host (into tmp, handing each to fold
 // if not nil), every other rank sends buf to its leader.
@@ -138,11 +147,10 @@ func (c *Comm) scatterHost(x *xfer, h *hostLayout, leader int, buf []byte) error
 }
 
 // Tags of the hierarchical algorithms' intra-host messages; the leaders'
-// steps use hierNetTag and up.
+// steps use the flat algorithms' own, all below these.
 const (
 	hierUpTag   = 500
 	hierDownTag = 501
-	hierNetTag  = 510
 )
 
 // allreduceHier: each host reduces to its leader, the leaders allreduce
@@ -159,79 +167,24 @@ func (c *Comm) allreduceHier(send, recv []byte, red *Reducer) error {
 		return err
 	}
 	if c.crank == leader {
-		leaders := c.coll.layout(len(h.members))
-		for i := range h.members {
-			leaders[i] = h.leaderOf(i, -1)
-		}
-		if err := c.recDoublingAmong(x, leaders, h.myHost, acc, tmp, red); err != nil {
+		if err := c.recDoubling(x, h.leaders(c.coll.layout(len(h.members))), acc, tmp, red); err != nil {
 			return err
 		}
 	}
 	return c.scatterHost(x, h, leader, acc)
 }
 
-// recDoublingAmong allreduces acc among the ranks of group (me is this
-// rank's index in it) by recursive doubling, folding the ranks beyond the
-// largest power of two into their neighbours first. Commutative only.
-func (c *Comm) recDoublingAmong(x *xfer, group []int, me int, acc, tmp []byte, red *Reducer) error {
-	n := len(group)
-	pof2 := floorPow2(n)
-	rem := n - pof2
-	nr := me - rem // this rank's number among the pof2, or below zero
-	switch {
-	case me >= 2*rem:
-	case me%2 == 0:
-		if err := x.send(acc, group[me+1], hierNetTag); err != nil {
-			return err
-		}
-		if err := x.wait(); err != nil {
-			return err
-		}
-		nr = -1
-	default:
-		if err := x.recv(tmp, group[me-1], hierNetTag); err != nil {
-			return err
-		}
-		if err := x.wait(); err != nil {
-			return err
-		}
-		red.Fn(acc, tmp, acc)
-		nr = me / 2
-	}
-	if nr >= 0 {
-		for mask, step := 1, 1; mask < pof2; mask, step = mask<<1, step+1 {
-			peer := group[realRank(nr^mask, rem)]
-			if err := x.sendrecv(acc, peer, tmp, peer, hierNetTag+step); err != nil {
-				return err
-			}
-			red.Fn(acc, tmp, acc)
-		}
-	}
-	if me < 2*rem {
-		if me%2 == 0 {
-			if err := x.recv(acc, group[me+1], hierNetTag+64); err != nil {
-				return err
-			}
-		} else if err := x.send(acc, group[me-1], hierNetTag+64); err != nil {
-			return err
-		}
-		return x.wait()
-	}
-	return nil
-}
-
 // bcastHier: the root hands buf to the other hosts' leaders down a
 // binomial tree, and each leader to its host.
 func (c *Comm) bcastHier(buf []byte, root int) error {
 	h := c.hosts()
-	nh := len(h.members)
 	leader := h.leaderOf(h.myHost, root)
 	x := c.newXfer()
 	if c.crank == leader {
-		rootHost := h.hostOf[root]
-		vr := (h.myHost - rootHost + nh) % nh
-		at := func(v int) int { return h.leaderOf((v+rootHost)%nh, root) }
-		if err := binomialDown(x, buf, nh, vr, at, hierNetTag); err != nil {
+		// The tree numbers the hosts from the root's.
+		nh, first := len(h.members), h.hostOf[root]
+		at := func(v int) int { return h.leaderOf((v+first)%nh, root) }
+		if err := binomialDown(x, buf, nh, (h.myHost-first+nh)%nh, at, 0); err != nil {
 			return err
 		}
 	}
@@ -248,13 +201,8 @@ func (c *Comm) barrierHier() error {
 		return err
 	}
 	if c.crank == leader {
-		nh := len(h.members)
-		for k, round := 1, 0; k < nh; k, round = k<<1, round+1 {
-			to := h.leaderOf((h.myHost+k)%nh, -1)
-			from := h.leaderOf((h.myHost-k+nh)%nh, -1)
-			if err := x.sendrecv(nil, to, nil, from, hierNetTag+round); err != nil {
-				return err
-			}
+		if err := c.dissemination(x, h.leaders(c.coll.layout(len(h.members)))); err != nil {
+			return err
 		}
 	}
 	return c.scatterHost(x, h, leader, nil)
