@@ -55,8 +55,8 @@ func DebugState(c *Comm) string {
 		case *bonding.VI:
 			vstate, vstats = v.State(), v.Stats()
 		case *shmLink:
-			vstate = fmt.Sprintf("shared memory (attached %v, ring %v, %d receives, %d sends pending, %d sent, ring ready %v, stalled %v, at %d)",
-				v.out != nil, v.ring != nil, v.recvs.len(), len(v.pend)-v.ph, len(v.sent)-v.sh, v.ring != nil && v.ring.Ready(), v.stalled, v.at)
+			vstate = fmt.Sprintf("shared memory (attached %v, ring %v, %d receives, %d sends pending, %d sent, ring ready %v, at %d)",
+				v.out != nil, v.ring != nil, v.recvs.len(), len(v.pend)-v.ph, len(v.sent)-v.sh, v.ring != nil && v.ring.Ready(), v.at)
 		}
 		s += fmt.Sprintf("  peer %d: state %d, VI %v (%v), posted recv %d, sends %d, free slots %d, ctrl %d/%d, fin %v/%v/%v, VI stats %+v, error %v\n",
 			p.rank, p.state, vstate, p.v.Err(), p.rpos.n, p.sops.n, len(p.sfre), p.ctrlH, len(p.ctrlq),

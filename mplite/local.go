@@ -108,7 +108,6 @@ type localEP struct {
 	failed   []error       // by rank: why attaching failed for good
 	byRing   []*peer       // by ring of our inbox, once its owner is known
 	links    []*peer       // peers with a shared-memory link
-	rescan   bool          // a receive was posted on a link whose ring stalled
 	woken    atomic.Bool   // a wake-up came through the FIFO since the last poll
 	quit     atomic.Bool   // the wake goroutine should end
 	writes   atomic.Int32  // RDMA writes to local peers not yet consumed (localWriteSpin)
@@ -302,7 +301,7 @@ func (c *Comm) attachFailed(q int, err error) {
 
 // newShmLink makes p's link to a rank of this host; c.mu is held.
 func (c *Comm) newShmLink(p *peer) *shmLink {
-	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, rescan: &c.shmEP.rescan, copies: c.cfg.shmCopies,
+	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, copies: c.cfg.shmCopies,
 		rankWrites: &c.shmEP.writes}
 	l.direct = func(msg []byte) bool { return c.recvDirect(p, msg) }
 	c.shmEP.links = append(c.shmEP.links, p)
@@ -318,14 +317,7 @@ func (c *Comm) recvDirect(p *peer, msg []byte) bool {
 	if len(msg) < envLen || msg[0] != msgEager || parseEnvelope(msg, c.cfg.eagerLimit, &e) != nil {
 		return false
 	}
-	if c.posted[p.rank].match(e.tag, e.ctx) == nil && c.anyPost.match(e.tag, e.ctx) == nil {
-		return false
-	}
-	c.stats.EagerReceived++
-	c.envelopeArrived(p)
-	r := c.takePosted(p.rank, e.tag, e.ctx)
-	c.deliver(r, p.rank, e.tag, msg[envLen:], len(msg)-envLen)
-	return true
+	return c.eagerToPosted(p, &e, msg[envLen:])
 }
 
 // connectLocal starts p's connection: ready if we are attached to its
@@ -353,12 +345,10 @@ func (c *Comm) pollLocal() {
 	if l.woken.Load() {
 		l.woken.Store(false)
 	}
-	rescan := l.rescan
-	l.rescan = false
 	rings := l.in.Rings()
 	for i := range rings {
 		r := &rings[i]
-		if !rescan && !r.Ready() {
+		if !r.Ready() {
 			continue
 		}
 		p := l.byRing[i]
@@ -434,10 +424,7 @@ func (c *Comm) takeLocal(p *peer) {
 		return
 	}
 	for range 64 {
-		stalled, n, err := sl.take(sl.ring.OwnerPID())
-		if stalled {
-			sl.stalled = true
-		}
+		n, err := sl.take()
 		if err != nil {
 			sl.err = err
 			c.peerFailed(p, fmt.Errorf("shared memory: %w", err), true)

@@ -767,13 +767,12 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 // onEager delivers an eager message, or keeps it as unexpected: copied
 // aside while under the bound, else left in its slot (no credit back).
 func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
-	c.stats.EagerReceived++
-	c.envelopeArrived(p)
-	if r := c.takePosted(p.rank, e.tag, e.ctx); r != nil {
-		c.deliver(r, p.rank, e.tag, data, len(data))
+	if c.eagerToPosted(p, e, data) {
 		c.repost(p, slot)
 		return
 	}
+	c.stats.EagerReceived++
+	c.envelopeArrived(p)
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.typ, m.length = p.rank, e.tag, e.ctx, msgEager, len(data)
 	if cost := int64(len(data)) + umsgCost; c.unexpBytes+cost <= c.cfg.unexpectedLimit {
@@ -792,6 +791,19 @@ func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
 	c.unexp[p.rank].push(m)
 	c.stats.Unexpected++
 	c.changed = true
+}
+
+// eagerToPosted delivers eager message data into the posted receive it
+// matches and reports true, or, with none posted, does nothing and reports
+// false. data may lie in a receive slot or in a shared-memory ring.
+func (c *Comm) eagerToPosted(p *peer, e *envelope, data []byte) bool {
+	if c.posted[p.rank].match(e.tag, e.ctx) == nil && c.anyPost.match(e.tag, e.ctx) == nil {
+		return false
+	}
+	c.stats.EagerReceived++
+	c.envelopeArrived(p) // withdraws an offer; the receive stays posted
+	c.deliver(c.takePosted(p.rank, e.tag, e.ctx), p.rank, e.tag, data, len(data))
+	return true
 }
 
 // onRTS answers a request to send whose receive is posted, or keeps its

@@ -50,10 +50,6 @@ type shmLink struct {
 	notify bool
 	// copies: writes always travel in the rings (a test's choice).
 	copies bool
-	// stalled: the ring holds a message and no receive is posted; the
-	// next PostRecv asks for a rescan (rescan).
-	stalled bool
-	rescan  *bool
 }
 
 // sentDesc is a send whose last entry is in the ring, with that entry's
@@ -86,10 +82,6 @@ func (l *shmLink) PostRecv(d *descriptors.Descriptor) error {
 	}
 	d.Reset()
 	l.recvs.push(d)
-	if l.stalled {
-		l.stalled = false
-		*l.rescan = true
-	}
 	return nil
 }
 
@@ -253,21 +245,19 @@ func (l *shmLink) reap() {
 	l.push()
 }
 
-// take handles the entries waiting in the peer's ring: it stops at a
-// message (or write with immediate data) when no receive is posted, and
-// reports whether it did, and any error that breaks the link.
-func (l *shmLink) take(pid int) (stalled bool, taken int, err error) {
+// take handles the entries waiting in the peer's ring, and reports how
+// many and any error that breaks the link. It stops at a message (or a
+// write with immediate data) when no receive is posted: the entry stays
+// at the ring's head, which keeps the ring Ready, so the next poll tries
+// again.
+func (l *shmLink) take() (taken int, err error) {
 	for l.ring != nil && l.err == nil {
 		e, ok, err := l.ring.Peek()
 		if err != nil {
-			return false, taken, err
+			return taken, err
 		}
 		if !ok {
-			return false, taken, nil
-		}
-		consumes := e.Kind == shm.Send || e.Immediate
-		if consumes && l.recvs.len() == 0 {
-			return true, taken, nil
+			return taken, nil
 		}
 		if e.Kind == shm.Send && l.rdone.len() == 0 && l.direct != nil && l.direct(e.Data) {
 			// Delivered in place; nothing that came before waits in
@@ -275,6 +265,9 @@ func (l *shmLink) take(pid int) (stalled bool, taken int, err error) {
 			l.ring.Release()
 			taken++
 			continue
+		}
+		if (e.Kind == shm.Send || e.Immediate) && l.recvs.len() == 0 {
+			return taken, nil
 		}
 		switch e.Kind {
 		case shm.Send:
@@ -293,8 +286,8 @@ func (l *shmLink) take(pid int) (stalled bool, taken int, err error) {
 			}
 			l.rdone.push(d)
 		case shm.Write, shm.WriteRemote:
-			if err := l.write(e, pid); err != nil {
-				return false, taken, err
+			if err := l.write(e); err != nil {
+				return taken, err
 			}
 			if e.Immediate {
 				d := l.nextRecv()
@@ -309,15 +302,15 @@ func (l *shmLink) take(pid int) (stalled bool, taken int, err error) {
 		l.ring.Release()
 		taken++
 	}
-	return false, taken, nil
+	return taken, nil
 }
 
 // write places a write entry's bytes in our registered memory.
-func (l *shmLink) write(e *shm.Entry, pid int) error {
+func (l *shmLink) write(e *shm.Entry) error {
 	if l.put == nil {
 		l.put = l.filler.fill
 	}
-	l.filler.e, l.filler.pid = e, pid
+	l.filler.e, l.filler.pid = e, l.ring.OwnerPID()
 	err := l.fill(descriptors.MemHandle(e.RKey), e.Offset, e.Length, l.put)
 	l.filler.e = nil
 	if err != nil {
