@@ -13,10 +13,10 @@
 // process_vm_readv (Linux's cross-memory attach, as Open MPI's vader and
 // MPICH's nemesis do).
 //
-// The receiver polls one doorbell word per inbox, which every commit
-// increments; it reads a ring only when the doorbell moved. A receiver
-// that is about to sleep sets a flag first; a sender that sees the flag
-// after its commit writes a byte to the FIFO.
+// An entry is published by its sequence number, stored last in its slot:
+// the receiver polls the next slot of each ring and touches nothing else.
+// A receiver that is about to sleep says so in its inbox first; a sender
+// that sees that after its commit writes a byte to the FIFO.
 //
 // Both ends run on one host, so integers in the file are in the host's
 // byte order. Entries are validated before anything in them is used: a

@@ -13,7 +13,7 @@ import (
 )
 
 // Inbox is the receiving side of a process: the rings its senders write
-// and the doorbell it polls. Its methods other than Close are for one
+// and the wake FIFO that ends its sleeps. Its methods other than Close are for one
 // goroutine at a time (the caller's lock), except AwaitWake.
 type Inbox struct {
 	path   string
@@ -174,20 +174,13 @@ func (in *Inbox) Unlink() error {
 	return first
 }
 
-// StopWake closes the wake FIFO: AwaitWake returns an error and senders'
-// wake-ups go nowhere. The rings stay mapped for goroutines that may still
-// look at them.
-func (in *Inbox) StopWake() {
-	if in.wake != nil {
-		in.wake.Close()
-	}
-}
-
 // Close unlinks and unmaps the inbox and ends AwaitWake. No goroutine may
 // use the inbox or its rings after it.
 func (in *Inbox) Close() error {
 	err := in.Unlink()
-	in.StopWake()
+	if in.wake != nil {
+		in.wake.Close()
+	}
 	if in.mem != nil {
 		if e := unix.Munmap(in.mem); e != nil && err == nil {
 			err = e

@@ -28,7 +28,6 @@ import (
 //	  12  4  gone: 1 once the owner closed its side
 //	  16  4  room wanted: the owner found the ring full and waits for the
 //	         receiver to consume (Ring.RoomWanted)
-//	  64  8  tail: entries committed (the sender's own record)
 //	  128 8  head: entries consumed
 //
 // A slot's entry is published by its sequence number (entryHeader): the
@@ -55,7 +54,6 @@ const (
 	offOwnerPID   = 8
 	offOwnerGone  = 12
 	offWantRoom   = 16
-	offTail       = 64
 	offHead       = 128
 )
 

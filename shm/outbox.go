@@ -18,8 +18,7 @@ type Outbox struct {
 	cfg    Config
 	hdr    []byte
 	slots  []byte
-	wake   int // the FIFO's write end (a raw descriptor: os.File.Fd would make it blocking)
-	pid    int
+	wake   int    // the FIFO's write end (a raw descriptor: os.File.Fd would make it blocking)
 	tail   uint64 // entries committed (only this side moves it)
 	head   uint64 // the head last read
 	reads  bool
@@ -59,7 +58,6 @@ func Attach(path string, id uint32) (*Outbox, error) {
 	if o.cfg, err = readHeader(mem); err != nil {
 		return fail(err)
 	}
-	o.pid = int(load32(mem, offPID))
 	ring, claimed := -1, false
 	for i := 0; i < o.cfg.Rings && ring < 0; i++ {
 		hdr, _ := ringOf(mem, o.cfg, i)
@@ -73,14 +71,17 @@ func Attach(path string, id uint32) (*Outbox, error) {
 		return fail(ErrFull)
 	}
 	o.hdr, o.slots = ringOf(mem, o.cfg, ring)
-	o.tail = load64(o.hdr, offTail)
+	// Taking a ring again, go on after the entries already committed: from
+	// the head, every slot whose sequence number follows.
 	o.head = load64(o.hdr, offHead)
+	for o.tail = o.head; o.tail-o.head < uint64(o.cfg.Slots) && load64(o.slot(), offSeq) == o.tail+1; o.tail++ {
+	}
 	fd, err := unix.Open(wakePath(path), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fail(fmt.Errorf("wake FIFO: %w", err))
 	}
 	o.wake = fd
-	o.reads = probe(o.pid, load64(mem, offProbe))
+	o.reads = probe(int(load32(mem, offPID)), load64(mem, offProbe))
 	var reads uint32
 	if o.reads {
 		reads = 1
@@ -101,15 +102,6 @@ func probe(pid int, addr uint64) bool {
 	var b [8]byte
 	return ReadRemote(pid, addr, b[:]) == nil && binary.NativeEndian.Uint64(b[:]) == magic
 }
-
-// PeerPID returns the inbox owner's process id.
-func (o *Outbox) PeerPID() int { return o.pid }
-
-// SlotData returns the largest entry's data.
-func (o *Outbox) SlotData() int { return o.cfg.SlotData }
-
-// Slots returns the ring's number of entries.
-func (o *Outbox) Slots() int { return o.cfg.Slots }
 
 // Reads reports whether this process can read the receiver's memory.
 func (o *Outbox) Reads() bool { return o.reads }
@@ -150,7 +142,6 @@ func (o *Outbox) Commit(e *Entry) uint64 {
 	o.tail++
 	// The sequence number last: the receiver that sees it sees the rest.
 	atomic.StoreUint64(u64(s, offSeq), o.tail)
-	store64(o.hdr, offTail, o.tail)
 	if load32(o.mem, offSleeping) != 0 {
 		// A full FIFO already holds a wake-up: EAGAIN is fine.
 		_, _ = unix.Write(o.wake, o.wakeup[:])
