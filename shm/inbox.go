@@ -13,8 +13,9 @@ import (
 )
 
 // Inbox is the receiving side of a process: the rings its senders write
-// and the wake FIFO that ends its sleeps. Its methods other than Close are for one
-// goroutine at a time (the caller's lock), except AwaitWake.
+// and the wake FIFO that ends its sleeps. Taking entries is for one
+// goroutine at a time (the caller's lock); Pending, Sleeping, DrainWake and
+// AwaitWake may be called from any.
 type Inbox struct {
 	path   string
 	mem    []byte
