@@ -154,12 +154,7 @@ func (cq *CQ) Interrupt() {
 // WaitOr is Wait that also gives up, reporting ok false and no error, once
 // stop (if not nil) reports true; stop is checked before every sleep and
 // after every wake-up (Interrupt wakes a sleep for it).
-func (cq *CQ) WaitOr(ctx context.Context, stop func() bool) (c Completion, ok bool, err error) {
-	c, err = cq.waitOr(ctx, stop, &ok)
-	return c, ok, err
-}
-
-func (cq *CQ) waitOr(ctx context.Context, stop func() bool, got *bool) (Completion, error) {
+func (cq *CQ) WaitOr(ctx context.Context, stop func() bool) (Completion, bool, error) {
 	var start int64
 	// spun holds the VIs whose pollers count this wait raised while it
 	// spins (see VI.pollers).
@@ -179,20 +174,19 @@ func (cq *CQ) waitOr(ctx context.Context, stop func() bool, got *bool) (Completi
 	}()
 	for {
 		if c, ok := cq.Done(); ok {
-			*got = true
-			return c, nil
+			return c, true, nil
 		}
 		if stop != nil && stop() {
-			return Completion{}, nil
+			return Completion{}, false, nil
 		}
 		cq.mu.Lock()
 		closed := cq.closed
 		cq.mu.Unlock()
 		if closed {
-			return Completion{}, fmt.Errorf("bonding: cq wait: %w", ErrClosed)
+			return Completion{}, false, fmt.Errorf("bonding: cq wait: %w", ErrClosed)
 		}
 		if err := ctx.Err(); err != nil {
-			return Completion{}, fmt.Errorf("bonding: cq wait: %w", err)
+			return Completion{}, false, fmt.Errorf("bonding: cq wait: %w", err)
 		}
 		now := cq.b.now()
 		if start == 0 {

@@ -466,7 +466,9 @@ func (c *Comm) localDone(p *peer, sl *shmLink) bool {
 }
 
 // checkLocalPeers fails local peers whose processes are gone, after taking
-// what they left in their rings. c.mu is held.
+// what they left in their rings. It runs before every sleep (sleepLocal),
+// not on the turns of a spin: a waiter on a dead peer sees no message
+// and sleeps within its spin time. c.mu is held.
 func (c *Comm) checkLocalPeers(now int64) {
 	l := c.shmEP
 	if l == nil || l.closed || now-l.last < livenessEvery {

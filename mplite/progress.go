@@ -209,9 +209,6 @@ func (c *Comm) progressFor(w waitCond) {
 			c.checkAwaiting(now)
 		}
 	}
-	if c.shmEP != nil {
-		c.checkLocalPeers(c.nanos())
-	}
 	c.afterProgress()
 }
 

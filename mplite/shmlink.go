@@ -167,18 +167,15 @@ func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, ok bool)
 	if !ok {
 		return 0, false, false
 	}
+	e := shm.Entry{ImmData: d.Control.ImmData}
+	if d.Control.Op == descriptors.OpSend {
+		n := gatherAt(slot, d.Segments, 0)
+		e.Kind, e.Length, e.Immediate = shm.Send, n, d.Control.Immediate
+		return l.out.Commit(&e), true, true
+	}
 	total := 0
 	for i := range d.Segments {
 		total += len(d.Segments[i].Buf)
-	}
-	e := shm.Entry{ImmData: d.Control.ImmData}
-	if d.Control.Op == descriptors.OpSend {
-		n := 0
-		for i := range d.Segments {
-			n += copy(slot[n:], d.Segments[i].Buf)
-		}
-		e.Kind, e.Length, e.Immediate = shm.Send, n, d.Control.Immediate
-		return l.out.Commit(&e), true, true
 	}
 	e.RKey, e.Total = uint32(d.Address.Handle), uint64(total)
 	if len(d.Segments) == 1 && !l.copies && l.ring != nil && l.ring.OwnerReads() && total > len(slot) {
