@@ -12,14 +12,9 @@
 #   bench/cabi.sh [ROUNDS]          (default 5)
 set -eu
 rounds=${1:-5}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/cabi.XXXXXX)
-trap 'rm -rf "$work"' EXIT INT TERM
-cd "$root"
+. "$(dirname "$0")/npsample.sh"
 go build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,libmpich.so.12 -o "$work/lib/libmpich.so.12" ./cmd/libmpich
 go build -o "$work/" ./cmd/mprun ./cmd/netpipe
-
-. "$root/bench/npsample.sh"
 for r in $(seq "$rounds"); do
 	for kind in lat bw; do
 		eval "sz=\$sizes_$kind"
@@ -31,8 +26,7 @@ done
 echo "== medians of $rounds rounds: 1-byte latency (us), 4 MiB bandwidth (Mbit/s)"
 for kind in lat bw; do
 	for name in c go ompi; do
-		v=$(awk -v n=$name -v k=$kind '$1==n && $2==k {print $3}' "$work/samples" | sort -n |
-			awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+		v=$(median $name $kind)
 		eval "${name}_$kind=$v"
 		echo "$name $kind $v"
 	done

@@ -11,13 +11,8 @@
 #   bench/samehost.sh [ROUNDS]          (default 5)
 set -eu
 rounds=${1:-5}
-root=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d /tmp/samehost.XXXXXX)
-trap 'rm -rf "$work"' EXIT INT TERM
-cd "$root"
+. "$(dirname "$0")/npsample.sh"
 go build -o "$work/" ./cmd/netpipe
-
-. "$root/bench/npsample.sh"
 for r in $(seq "$rounds"); do
 	for kind in lat bw; do
 		eval "sz=\$sizes_$kind"
@@ -26,11 +21,13 @@ for r in $(seq "$rounds"); do
 			NPopenmpi $sz -o "$work/np.out"
 	done
 done
-awk '{ v[$1" "$2] = v[$1" "$2] " " $3 }
-	END { for (k in v) print k v[k] }' "$work/samples" | while read -r name kind vals; do
-	med=$(echo "$vals" | tr ' ' '\n' | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
-	echo "median $name $kind $med"
-done | sort | tee "$work/medians"
-awk '$1=="median"{m[$2" "$3]=$4} END{
-	printf "ratio lat ours/vader %.2f\n", m["ours lat"]/m["vader lat"]
-	printf "ratio bw ours/vader %.2f\n", m["ours bw"]/m["vader bw"] }' "$work/medians"
+for kind in lat bw; do
+	for name in ours vader; do
+		v=$(median $name $kind)
+		eval "${name}_$kind=$v"
+		echo "median $name $kind $v"
+	done
+done
+awk -v ol="$ours_lat" -v vl="$vader_lat" -v ob="$ours_bw" -v vb="$vader_bw" 'BEGIN{
+	printf "ratio lat ours/vader %.2f\n", ol/vl
+	printf "ratio bw ours/vader %.2f\n", ob/vb }'
