@@ -22,7 +22,6 @@ func TestChaos(t *testing.T) {
 		ops = "50"
 	}
 	okLine := regexp.MustCompile(`chaos ok: (\d+) ops, (\d+) messages, (\d+) bytes checked in (\S+)`)
-	faults := regexp.MustCompile(`the switch dropped (\d+), corrupted (\d+) and duplicated (\d+) of (\d+) Ethervia frames`)
 	for _, tc := range []struct {
 		name  string
 		flags []string
@@ -64,7 +63,7 @@ func TestChaos(t *testing.T) {
 			wantOK(t, out, 8, 8, `\[%d\] mpitest: rank %[1]d of %d: chaos ok`)
 			injected := ""
 			if tc.field > 0 {
-				m := faults.FindStringSubmatch(out)
+				m := faultReport.FindStringSubmatch(out)
 				if m == nil {
 					t.Fatalf("no fault report:\n%s", out)
 				}

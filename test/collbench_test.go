@@ -85,12 +85,10 @@ func TestCollbenchMprun(t *testing.T) {
 				}
 			}
 			if drop != "0" {
-				m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(out)
-				if m == nil {
+				dropped, frames, ok := droppedFrames(out)
+				if !ok {
 					t.Fatalf("no fault report in mprun's output")
 				}
-				dropped, _ := strconv.Atoi(m[1])
-				frames, _ := strconv.Atoi(m[2])
 				t.Logf("switch dropped %d of %d frames", dropped, frames)
 				if dropped == 0 || float64(dropped) < 0.02*float64(frames) {
 					t.Errorf("-drop %s dropped %d of %d frames: the faults did not happen", drop, dropped, frames)

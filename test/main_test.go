@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -71,4 +73,19 @@ func needRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPED: needs root to build network namespaces and run ranks in them")
 	}
+}
+
+// faultReport is mprun's closing line on what the switch did to frames.
+var faultReport = regexp.MustCompile(`the switch dropped (\d+), corrupted (\d+) and duplicated (\d+) of (\d+) Ethervia frames`)
+
+// droppedFrames reads mprun's fault report from out: frames dropped and
+// frames seen; ok is false when there is no report.
+func droppedFrames(out string) (dropped, frames int, ok bool) {
+	m := faultReport.FindStringSubmatch(out)
+	if m == nil {
+		return 0, 0, false
+	}
+	dropped, _ = strconv.Atoi(m[1])
+	frames, _ = strconv.Atoi(m[4])
+	return dropped, frames, true
 }

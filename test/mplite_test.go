@@ -71,12 +71,10 @@ func TestMPLiteSuiteMprun(t *testing.T) {
 				wantOK(t, out, 4, 4, `\[%d\] mpitest: rank %[1]d of %d: rails `+tc.nics+`, rail failures 0`)
 			}
 			if tc.drop != "0" {
-				m := regexp.MustCompile(`the switch dropped (\d+), corrupted \d+ and duplicated \d+ of (\d+) Ethervia frames`).FindStringSubmatch(out)
-				if m == nil {
+				dropped, seen, ok := droppedFrames(out)
+				if !ok {
 					t.Fatalf("no fault report in mprun's output:\n%s", out)
 				}
-				dropped, _ := strconv.Atoi(m[1])
-				seen, _ := strconv.Atoi(m[2])
 				t.Logf("switch dropped %d of %d frames", dropped, seen)
 				if dropped == 0 || float64(dropped) < 0.02*float64(seen) {
 					t.Errorf("-drop %s dropped %d of %d frames: the faults did not happen", tc.drop, dropped, seen)
