@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,7 +231,11 @@ func NewComm(dev nic.Device, rank int, macs []net.HardwareAddr, opts ...Option) 
 	if dev == nil {
 		return newComm(nil, false, rank, oneRail(macs), cfg.eps, cfg)
 	}
-	return newComm([]nic.Device{dev}, false, rank, oneRail(macs), cfg.eps, cfg)
+	devs := []nic.Device{dev}
+	if err := cfg.authenticate(devs); err != nil {
+		return nil, fmt.Errorf("mplite: %w", err)
+	}
+	return newComm(devs, false, rank, oneRail(macs), cfg.eps, cfg)
 }
 
 // NewBondedComm is NewComm over several rails, one device per rail, each
@@ -245,6 +250,10 @@ func NewBondedComm(devs []nic.Device, rank int, macs [][]net.HardwareAddr, opts 
 	}
 	if len(devs) == 0 {
 		return nil, errors.New("mplite: a bonded world needs at least one device")
+	}
+	devs = slices.Clone(devs)
+	if err := cfg.authenticate(devs); err != nil {
+		return nil, fmt.Errorf("mplite: %w", err)
 	}
 	return newComm(devs, false, rank, macs, cfg.eps, cfg)
 }

@@ -2,9 +2,10 @@ package mplite
 
 import (
 	"fmt"
-	"github.com/ethervia/ethervia/nic"
 
 	"github.com/ethervia/ethervia/bonding"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/nic/memnic"
 	"github.com/ethervia/ethervia/vi"
 )
@@ -16,13 +17,13 @@ import (
 // Abandon.
 func KillSilently(c *Comm) {
 	for _, d := range c.devs {
-		d.(*memnic.Port).SetUp(false)
+		memPort(d).SetUp(false)
 	}
 }
 
 // SetRailUp takes rail r of c's memnic ports down or up: a bonded world
 // loses or regains one rail.
-func SetRailUp(c *Comm, r int, up bool) { c.devs[r].(*memnic.Port).SetUp(up) }
+func SetRailUp(c *Comm, r int, up bool) { memPort(c.devs[r]).SetUp(up) }
 
 // Abandon releases c without a Finalize: its connections close at once,
 // as when a process exits and its provider says goodbye.
@@ -69,7 +70,7 @@ func DebugState(c *Comm) string {
 func RailTxBytes(c *Comm) []uint64 {
 	out := make([]uint64, len(c.devs))
 	for r, d := range c.devs {
-		out[r] = d.(*memnic.Port).Stats().TxBytes
+		out[r] = memPort(d).Stats().TxBytes
 	}
 	return out
 }
@@ -86,3 +87,6 @@ func Stages(c *Comm) int {
 
 // AddrOf is rank r's address (rail-0 MAC and endpoint) as c knows it.
 func AddrOf(c *Comm, r int) nic.Addr { return c.addrs[r] }
+
+// memPort is the memnic port under a device of a local world.
+func memPort(d nic.Device) *memnic.Port { return auth.Unwrap(d).(*memnic.Port) }

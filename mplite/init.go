@@ -15,6 +15,7 @@ import (
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/afpacket"
 	"github.com/ethervia/ethervia/nic/afxdp"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/nic/memnic"
 )
 
@@ -219,7 +220,22 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		}
 		devs = append(devs, dev)
 	}
+	if !cfg.authOff && cfg.secret == nil && l == nil {
+		closeDevs()
+		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, ErrNoSecret)
+	}
+	// With a secret at hand even the discovery is authenticated; under a
+	// launcher without one, rank 0's comes with the addresses.
+	if err := cfg.authenticate(devs); err != nil {
+		closeDevs()
+		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
+	}
 	macs, eps, err := findPeers(ctx, devs, e, &cfg, l)
+	if err == nil && !cfg.authOff && cfg.secret == nil {
+		if cfg.secret, err = kvsSecretRead(ctx, l); err == nil {
+			err = cfg.authenticate(devs)
+		}
+	}
 	if err != nil {
 		closeDevs()
 		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
@@ -252,6 +268,11 @@ func findPeers(ctx context.Context, devs []nic.Device, e envConfig, cfg *config,
 		return tab, eps, nil
 	}
 	if l != nil {
+		if !cfg.authOff && cfg.secret == nil {
+			if err := kvsSecretPublish(ctx, l, e.rank); err != nil {
+				return nil, nil, err
+			}
+		}
 		return kvsPeers(ctx, l, e.rank, e.size, e.endpoint, devs)
 	}
 	byRail := make([][]nic.Addr, len(devs))
@@ -304,6 +325,13 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 		cfg.jobKey = 0x6d706c6c // "mpll"
 	}
 	cfg.shmTag = randomTag() // worlds of one process share the job key
+	if !cfg.authOff && cfg.secret == nil {
+		s, err := auth.NewSecret()
+		if err != nil {
+			return nil, err
+		}
+		cfg.secret = &s
+	}
 	k := max(1, cfg.rails)
 	perHost := max(1, cfg.perHost)
 	ports := make([][]*memnic.Port, n)
@@ -345,6 +373,10 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 		devs := make([]nic.Device, k)
 		for r, p := range ports[i] {
 			devs[r] = p
+		}
+		if err := cfg.authenticate(devs); err != nil {
+			closeAll(comms)
+			return nil, fmt.Errorf("mplite: local world: %w", err)
 		}
 		c, err := newComm(devs, true, i, macs, eps, cfg)
 		if err != nil {

@@ -11,10 +11,10 @@ import (
 // Hooks for the multicast tests (memnic worlds only).
 
 // PortGroups returns the group addresses c's memnic port has joined.
-func PortGroups(c *Comm) []net.HardwareAddr { return c.dev.(*memnic.Port).Multicast() }
+func PortGroups(c *Comm) []net.HardwareAddr { return memPort(c.dev).Multicast() }
 
 // SetPortMaxMulticast sets the group limit of c's memnic port.
-func SetPortMaxMulticast(c *Comm, n int) { c.dev.(*memnic.Port).SetMaxMulticast(n) }
+func SetPortMaxMulticast(c *Comm, n int) { memPort(c.dev).SetMaxMulticast(n) }
 
 // ParseMcastHeader exposes the multicast header parser to the fuzz target:
 // it returns whether b parses and, if so, b re-encoded from the parse.
@@ -32,7 +32,7 @@ func ParseMcastHeader(b []byte) (bool, []byte) {
 // datagram to c's multicast group for operation op that claims to come
 // from rank and to belong to a message of total bytes.
 func ForgeMcast(c *Comm, op uint32, rank uint16, total uint32) error {
-	p, err := c.dev.(*memnic.Port).Switch().NewPort(memnic.PortConfig{Config: nic.Config{JobKey: c.cfg.jobKey, EtherType: c.cfg.etherType}})
+	p, err := memPort(c.dev).Switch().NewPort(memnic.PortConfig{Config: nic.Config{JobKey: c.cfg.jobKey, EtherType: c.cfg.etherType}})
 	if err != nil {
 		return err
 	}

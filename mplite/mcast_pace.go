@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -26,7 +27,7 @@ func newPacer(rate uint64, streams int, port *vi.DatagramPort, dev nic.Device) m
 		return mcPacer{}
 	}
 	p := mcPacer{byteTime: max(time.Duration(8e9/float64(rate)*float64(max(streams, 1))), 1),
-		over: nic.FrameCap(dev.MTU()) - port.MaxPayload()}
+		over: nic.FrameCap(dev.MTU()) - port.MaxPayload() + auth.Overhead(dev)} // the tag trailer is on the wire too
 	p.full = time.Duration(port.MaxPayload()+p.over) * p.byteTime
 	p.ahead = max(mcastAhead, 2*p.full)
 	return p

@@ -312,36 +312,49 @@ func TestMcastScatterLossy(t *testing.T) {
 // checked).
 func TestMcastForgedDatagrams(t *testing.T) {
 	const n = 4
-	opts := []mplite.Option{mplite.WithAlgorithm("bcast", "mcast-ack")}
-	var forged sync.Once
-	errs := collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
-		// The group opens on the first call; the forgeries target the
-		// operations after it, and are stashed until their turn.
-		if err := bcastCheck(c, []int{100}, []int{0}, 0); err != nil {
-			return err
-		}
-		if err := c.Barrier(); err != nil {
-			return err
-		}
-		var ferr error
-		forged.Do(func() {
-			for op := uint32(2); op < 8 && ferr == nil; op++ {
-				ferr = mplite.ForgeMcast(c, op, 0, 999999)
-			}
+	for _, authOn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("auth=%v", authOn), func(t *testing.T) {
+			opts := []mplite.Option{mplite.WithAlgorithm("bcast", "mcast-ack"), mplite.WithAuthentication(authOn)}
+			var forged sync.Once
+			errs := collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
+				// The group opens on the first call; the forgeries target the
+				// operations after it, and are stashed until their turn.
+				if err := bcastCheck(c, []int{100}, []int{0}, 0); err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				var ferr error
+				forged.Do(func() {
+					for op := uint32(2); op < 8 && ferr == nil; op++ {
+						ferr = mplite.ForgeMcast(c, op, 0, 999999)
+					}
+				})
+				if ferr != nil {
+					return ferr
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				if err := bcastCheck(c, []int{1000, 12345, 3}, []int{0}, 1); err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					return nil
+				}
+				// Without authentication the multicast layer refuses the
+				// forgeries; with it they never get that far.
+				st, as := c.McastStats(), c.AuthStats()
+				switch {
+				case !authOn && st.Bad == 0:
+					return fmt.Errorf("rank %d counted no bad datagram: %+v", c.Rank(), st)
+				case authOn && (as.BadTag < 6 || st.Bad != 0):
+					return fmt.Errorf("rank %d: %d forgeries refused for their tag (want 6), %d reached multicast", c.Rank(), as.BadTag, st.Bad)
+				}
+				return nil
+			})
+			noErrors(t, errs)
 		})
-		if ferr != nil {
-			return ferr
-		}
-		if err := c.Barrier(); err != nil {
-			return err
-		}
-		if err := bcastCheck(c, []int{1000, 12345, 3}, []int{0}, 1); err != nil {
-			return err
-		}
-		if st := c.McastStats(); c.Rank() != 0 && st.Bad == 0 {
-			return fmt.Errorf("rank %d counted no bad datagram: %+v", c.Rank(), st)
-		}
-		return nil
-	})
-	noErrors(t, errs)
+	}
 }

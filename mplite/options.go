@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/nic/memnic"
 	"github.com/ethervia/ethervia/vi"
 )
@@ -68,12 +69,15 @@ type config struct {
 	jobKey           uint32
 	jobKeySet        bool
 	mtu              int
-	perHost          int      // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
-	shm              bool     // ranks of one host talk through shared memory
-	shmSet           bool     // WithSharedMemory chose shm: MPLITE_SHM is ignored
-	shmTag           string   // names the world's inboxes (default: the job key)
-	shmCopies        bool     // writes go through the rings even where the peer could read ours (tests)
-	eps              []uint16 // NewComm's and NewBondedComm's endpoints (WithEndpoints)
+	perHost          int          // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
+	shm              bool         // ranks of one host talk through shared memory
+	shmSet           bool         // WithSharedMemory chose shm: MPLITE_SHM is ignored
+	shmTag           string       // names the world's inboxes (default: the job key)
+	shmCopies        bool         // writes go through the rings even where the peer could read ours (tests)
+	secret           *auth.Secret // the job's shared secret (WithSecret, MPLITE_SECRET)
+	authOff          bool         // frames go without authentication tags
+	authSet          bool         // WithAuthentication chose: MPLITE_AUTH is ignored
+	eps              []uint16     // NewComm's and NewBondedComm's endpoints (WithEndpoints)
 	rails            int
 	faults           memnic.Faults
 	seed             uint64
@@ -133,6 +137,9 @@ func buildConfig(opts []Option) (config, error) {
 		return cfg, err
 	}
 	if err := cfg.shmEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
+	if err := cfg.authEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
 	return cfg, nil

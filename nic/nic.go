@@ -108,18 +108,23 @@ type Stats struct {
 	// RxForeign counts frames refused because they carried another
 	// EtherType or job key, where the driver can see them.
 	RxForeign uint64
+	// RxBadTag and RxReplayed count frames an authenticating device
+	// (package auth) refused: no valid tag, or a counter seen before.
+	RxBadTag, RxReplayed uint64
 }
 
 // Sub returns s minus earlier counters, field by field.
 func (s Stats) Sub(earlier Stats) Stats {
 	return Stats{
-		TxFrames:  s.TxFrames - earlier.TxFrames,
-		TxBytes:   s.TxBytes - earlier.TxBytes,
-		TxErrors:  s.TxErrors - earlier.TxErrors,
-		RxFrames:  s.RxFrames - earlier.RxFrames,
-		RxBytes:   s.RxBytes - earlier.RxBytes,
-		RxDropped: s.RxDropped - earlier.RxDropped,
-		RxForeign: s.RxForeign - earlier.RxForeign,
+		TxFrames:   s.TxFrames - earlier.TxFrames,
+		TxBytes:    s.TxBytes - earlier.TxBytes,
+		TxErrors:   s.TxErrors - earlier.TxErrors,
+		RxFrames:   s.RxFrames - earlier.RxFrames,
+		RxBytes:    s.RxBytes - earlier.RxBytes,
+		RxDropped:  s.RxDropped - earlier.RxDropped,
+		RxForeign:  s.RxForeign - earlier.RxForeign,
+		RxBadTag:   s.RxBadTag - earlier.RxBadTag,
+		RxReplayed: s.RxReplayed - earlier.RxReplayed,
 	}
 }
 
@@ -132,3 +137,13 @@ const VLANTagLen = 4
 // FrameCap is the buffer size that holds any frame of a device with the given
 // MTU, including a VLAN tag.
 func FrameCap(mtu int) int { return mtu + EthHeaderLen + VLANTagLen }
+
+// TrailerRoom is what a receive buffer holds beyond FrameCap: room for a
+// trailer that a device wrapper strips before its caller sees the frame
+// (package auth adds 24 bytes to every frame and reports an MTU that much
+// smaller).
+const TrailerRoom = 32
+
+// RecvBufLen is the receive buffer size for a device with the given MTU,
+// which may be a wrapper's: FrameCap and TrailerRoom.
+func RecvBufLen(mtu int) int { return FrameCap(mtu) + TrailerRoom }

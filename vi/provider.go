@@ -171,7 +171,7 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 		bgDone:       make(chan struct{}),
 	}
 	for i := range p.rxBufs {
-		p.rxBufs[i] = make([]byte, p.frameCap)
+		p.rxBufs[i] = make([]byte, nic.RecvBufLen(mtu))
 	}
 	for i := range p.mgmt {
 		p.mgmt[i] = make([]byte, reliability.HeaderLen)

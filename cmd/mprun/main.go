@@ -7,7 +7,9 @@
 //	mprun -sweep
 //
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
-// rail, comma separated), MPLITE_JOB (a fresh random job key), MPLITE_DRIVER
+// rail, comma separated), MPLITE_JOB (a fresh random job key),
+// MPLITE_SECRET (a fresh job secret that authenticates every frame;
+// -auth=false gives MPLITE_AUTH=0 instead), MPLITE_DRIVER
 // and MPLITE_HOSTFILE, every rank's MACs, so that no rank has to discover
 // them (-discover leaves it out: the ranks then find each other by raw
 // Ethernet broadcast, as they must where no launcher knows the
@@ -50,6 +52,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/bpf"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/testbed"
 )
 
@@ -72,6 +75,7 @@ type options struct {
 	timeout       time.Duration
 	grace         time.Duration
 	discover      bool
+	auth          bool // frames carry tags under a secret drawn for the job
 	sweep         bool
 	prog          []string
 	// The mpirun side (remote.go): ranks on the hosts of a hostfile.
@@ -121,6 +125,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket or afxdp")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
+	fs.BoolVar(&o.auth, "auth", true, "authenticate every frame with a secret drawn for the job (false: a trusted fabric, MPLITE_AUTH=0)")
 	fs.BoolVar(&o.discover, "discover", false, "do not give ranks MPLITE_HOSTFILE (every rank's MACs): they find each other by raw-Ethernet broadcast")
 	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
@@ -639,6 +644,11 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		return nil, nil, fmt.Errorf("mprun: job key: %w", err)
 	}
 	job := binary.BigEndian.Uint32(key[:])
+	// The job's secret reaches the ranks through their environment only.
+	secret, err := auth.NewSecret()
+	if err != nil {
+		return nil, nil, err
+	}
 	slow, err := slowestRate(tb, o.hosts(), o.nics)
 	if err != nil {
 		return nil, nil, err
@@ -684,6 +694,11 @@ func jobEnv(tb *testbed.Testbed, o options) (func(rank int) []string, func(), er
 		}
 		if hostfile != "" {
 			env = append(env, "MPLITE_HOSTFILE="+hostfile)
+		}
+		if o.auth {
+			env = append(env, "MPLITE_SECRET="+secret.Hex())
+		} else {
+			env = append(env, "MPLITE_AUTH=0")
 		}
 		if slow > 0 && os.Getenv("MPLITE_RATE") == "" {
 			// The cost model and the windows need the line rate, and

@@ -90,8 +90,13 @@ func remoteJob(ctx context.Context, o options, stdout, stderr io.Writer) error {
 				}
 				addr, addrs[host] = a, a
 			}
+			// No secret on the command line: rank 0 draws the job's and
+			// hands it on through the PMI key-value store.
 			env := append([]string{"PMI_PORT=" + net.JoinHostPort(addr, port), "PMI_ID=" + strconv.Itoa(r),
 				"MPLITE_ENDPOINT=" + strconv.Itoa(local[r]), "MPLITE_LOCAL_SIZE=" + strconv.Itoa(onHost[host])}, o.env...)
+			if !o.auth {
+				env = append(env, "MPLITE_AUTH=0")
+			}
 			cmd.Args = append(append(launcher, host), remoteCommand(cwd, env, o.prog))
 			return cmd.Start()
 		}

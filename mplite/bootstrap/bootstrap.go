@@ -164,7 +164,7 @@ func Discover(ctx context.Context, dev nic.Device, cfg Config) ([]nic.Addr, erro
 	out := make([]byte, msgLen)
 	bufs := make([][]byte, dev.BatchSize())
 	for i := range bufs {
-		bufs[i] = make([]byte, nic.FrameCap(dev.MTU()))
+		bufs[i] = make([]byte, nic.RecvBufLen(dev.MTU()))
 	}
 	lens := make([]int, len(bufs))
 	next := time.Now()

@@ -33,7 +33,7 @@ func BenchPingPong(b *testing.B, p Pair, size int) {
 	go func() {
 		defer close(done)
 		runtime.LockOSThread()
-		bufs, lens := [][]byte{make([]byte, nic.FrameCap(p.B.MTU()))}, []int{0}
+		bufs, lens := [][]byte{make([]byte, nic.RecvBufLen(p.B.MTU()))}, []int{0}
 		out := [][]byte{g}
 		for {
 			select {
@@ -52,7 +52,7 @@ func BenchPingPong(b *testing.B, p Pair, size int) {
 	}()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	bufs, lens := [][]byte{make([]byte, nic.FrameCap(p.A.MTU()))}, []int{0}
+	bufs, lens := [][]byte{make([]byte, nic.RecvBufLen(p.A.MTU()))}, []int{0}
 	out := [][]byte{f}
 	// Warm up and make sure the path works before timing it.
 	for i := 0; i < 100; i++ {
@@ -92,7 +92,7 @@ func BenchStream(b *testing.B, p Pair, size int) {
 		runtime.LockOSThread()
 		bufs := make([][]byte, p.B.BatchSize())
 		for i := range bufs {
-			bufs[i] = make([]byte, nic.FrameCap(p.B.MTU()))
+			bufs[i] = make([]byte, nic.RecvBufLen(p.B.MTU()))
 		}
 		lens := make([]int, len(bufs))
 		total := 0

@@ -76,7 +76,7 @@ type Receiver struct {
 func NewReceiver(d nic.Device) *Receiver {
 	r := &Receiver{Dev: d, bufs: make([][]byte, d.BatchSize()), lens: make([]int, d.BatchSize())}
 	for i := range r.bufs {
-		r.bufs[i] = make([]byte, nic.FrameCap(d.MTU()))
+		r.bufs[i] = make([]byte, nic.RecvBufLen(d.MTU()))
 	}
 	return r
 }
@@ -320,7 +320,7 @@ func testRecvBesideWait(t *testing.T, p Pair) {
 	}()
 	f := make([]byte, 64)
 	Frame(f, p, p.B, p.A, 3)
-	bufs, lens := [][]byte{make([]byte, nic.FrameCap(p.B.MTU()))}, []int{0}
+	bufs, lens := [][]byte{make([]byte, nic.RecvBufLen(p.B.MTU()))}, []int{0}
 	got := 0
 	for i := 0; i < 200; i++ {
 		sendAll(t, p.A, [][]byte{f})

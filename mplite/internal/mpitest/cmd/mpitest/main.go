@@ -112,6 +112,9 @@ func run(args []string) int {
 	if st.SharedMemory > 0 {
 		fmt.Printf("mpitest: %s: %d entries through shared memory\n", who, st.SharedMemory)
 	}
+	if as := c.AuthStats(); as.On {
+		fmt.Printf("mpitest: %s: authenticated, refused %d frames for their tag and %d replays\n", who, as.BadTag, as.Replayed)
+	}
 	return finish(c, who, err, func() string { return fmt.Sprintf("ok in %v", time.Since(start).Round(time.Millisecond)) })
 }
 
