@@ -50,3 +50,16 @@ func ForgeMcast(c *Comm, op uint32, rank uint16, total uint32) error {
 	_, err = p.Send([][]byte{frame[:n]})
 	return err
 }
+
+// AttackerPort opens a port on the switch of c's first rail that holds no
+// job secret and sees every frame (promiscuous): a hostile host on the LAN.
+func AttackerPort(c *Comm) (*memnic.Port, error) {
+	return memPort(c.dev).Switch().NewPort(memnic.PortConfig{Config: nic.Config{JobKey: c.cfg.jobKey, EtherType: c.cfg.etherType},
+		Promiscuous: true, QueueLen: 1 << 16, MTU: memPort(c.dev).MTU()})
+}
+
+// JobKey is the job key c's frames carry.
+func JobKey(c *Comm) uint32 { return c.cfg.jobKey }
+
+// RankMAC is rank's address on c's first rail.
+func RankMAC(c *Comm, rank int) net.HardwareAddr { return c.addrs[rank].MAC[:] }

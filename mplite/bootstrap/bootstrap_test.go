@@ -143,7 +143,7 @@ func TestDuplicateRank(t *testing.T) {
 // (an announcement that conflicts used to end every rank's discovery) and
 // find each other with the right addresses. A stranger that claims a rank
 // before the real one is heard needs the job secret to be told apart
-// (issue 26's authentication).
+// (TestStormWithoutSecret).
 func TestStrangerAnnouncements(t *testing.T) {
 	ps := ports(t, 4, memnic.Faults{}, 9)
 	stranger, real := ps[3], ps[:3]
