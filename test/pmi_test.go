@@ -22,6 +22,7 @@ import (
 
 	"github.com/ethervia/ethervia/mplite/pmi"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/testbed"
 )
 
@@ -181,10 +182,14 @@ func TestHydraPMI(t *testing.T) {
 		var wg sync.WaitGroup
 		outs := make([][]byte, n)
 		errs := make([]error, n)
+		secret, err := auth.NewSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range n {
 			cmd := exec.CommandContext(ctx, "ip", "netns", "exec", tb.Host(i).Name, mpitest, "-max", "65536")
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "MPLITE_RANK=" + strconv.Itoa(i), "MPLITE_SIZE=" + strconv.Itoa(n),
-				"MPLITE_IFACES=" + tb.Host(i).Ifaces[0], "MPLITE_JOB=991"}
+				"MPLITE_IFACES=" + tb.Host(i).Ifaces[0], "MPLITE_JOB=991", "MPLITE_SECRET=" + secret.Hex()}
 			wg.Add(1)
 			go func() { defer wg.Done(); outs[i], errs[i] = cmd.CombinedOutput() }()
 		}
@@ -309,9 +314,10 @@ func TestSlurmLikePMI2(t *testing.T) {
 		out.Write(r.out.Bytes())
 	}
 	wantOK(t, out.String(), n, n, `mpitest: rank %d of %d: ok`)
-	if st := s.Stats(); st.Puts != n || st.Finalized != n || st.Fences < n {
-		t.Errorf("server saw %+v: want %d puts (one address each), %d finalizes", st, n, n)
+	if st := s.Stats(); st.Puts != n+1 || st.Finalized != n || st.Fences < n {
+		t.Errorf("server saw %+v: want %d puts (one address each, and rank 0's job secret), %d finalizes", st, n+1, n)
 	}
+	wantOK(t, out.String(), n, n, `mpitest: rank %d of %d: authenticated`)
 	if got := bc.Stop(); got != 0 {
 		t.Errorf("%d broadcasts on the wire, want none", got)
 	}
