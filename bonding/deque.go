@@ -1,5 +1,10 @@
 package bonding
 
+// maxControlQueue bounds the control work a peer's requests may queue
+// (replies to its handle queries). A well-behaved peer has at most a query
+// per message in flight, far fewer.
+const maxControlQueue = 4096
+
 // deque is a growable ring of work items.
 type deque struct {
 	buf     []work

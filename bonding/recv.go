@@ -103,6 +103,12 @@ func (v *VI) onMessage(h *header, payload []byte) {
 	case kindData, kindNotice:
 		v.place(h, payload)
 	case kindQuery:
+		if v.ctl.n >= maxControlQueue {
+			// A peer that asks faster than we can answer (it grants
+			// us no credit to send) must not grow the queue.
+			v.stats.Refused++
+			return
+		}
 		v.ctl.pushBack(work{kind: kindReply, aux: h.aux})
 	case kindReply:
 		pr := v.handles[descriptors.MemHandle(h.aux)]

@@ -122,8 +122,8 @@ type VIStats struct {
 	// Duplicates counts blocks that arrived twice (a re-send of a block
 	// that had landed) and were dropped.
 	Duplicates uint64
-	// Refused counts bond messages dropped as malformed or beyond the
-	// credit we gave.
+	// Refused counts bond messages dropped as malformed, beyond the
+	// credit we gave, or queries beyond what the control queue holds.
 	Refused uint64
 	// Credits counts credit-only messages sent.
 	Credits uint64
