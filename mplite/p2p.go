@@ -751,6 +751,11 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 		c.onDone(p, &e)
 	case msgFin:
 		c.repost(p, slot)
+		if p.finRecv {
+			// One Fin per peer: repeats would queue answers without end.
+			c.stats.BadEnvelopes++
+			return
+		}
 		p.finRecv = true
 		c.changed = true
 		c.queueCtrl(p, envelope{typ: msgFinAck})
