@@ -92,3 +92,13 @@ func stranger(dev nic.Device, size int, stop <-chan struct{}, done chan<- int) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+func TestPutParse(t *testing.T) {
+	want := Announcement{Src: [6]byte{2, 0, 0, 0, 0, 9}, Endpoint: 3, Rank: 5, Size: 8, Rail: 1, Done: true}
+	out := make([]byte, FrameLen)
+	Put(out, want, nic.DefaultEtherType, job)
+	got, err := Parse(out)
+	if err != nil || got != want {
+		t.Fatalf("Parse(Put(%+v)) = %+v, %v", want, got, err)
+	}
+}

@@ -282,21 +282,31 @@ func (s *state) finished() bool {
 }
 
 func (s *state) announce(out []byte, self [6]byte) {
+	Put(out, Announcement{Src: self, Endpoint: s.cfg.Endpoint, Rank: s.cfg.Rank, Size: s.cfg.Size, Rail: s.cfg.Rail,
+		Done: s.selfIsDone(), AllDone: s.finished()}, s.cfg.EtherType, s.cfg.JobKey)
+}
+
+// FrameLen is the length of an announcement frame.
+const FrameLen = msgLen
+
+// Put writes a, broadcast under the EtherType and job key, into the first
+// FrameLen bytes of out: the frame Parse reads back.
+func Put(out []byte, a Announcement, etherType uint16, jobKey uint32) {
 	var flags uint16
-	if s.selfIsDone() {
+	if a.Done {
 		flags |= flagDone
 	}
-	if s.finished() {
+	if a.AllDone {
 		flags |= flagAllDone
 	}
 	nic.PutPrefix(out, &nic.Prefix{
-		Dst: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Src: self,
-		EtherType: s.cfg.EtherType, Version: nic.Version, Kind: KindAnnounce, JobKey: s.cfg.JobKey,
-		DstEP: nic.EndpointAll, SrcEP: s.cfg.Endpoint,
+		Dst: [6]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, Src: a.Src,
+		EtherType: etherType, Version: nic.Version, Kind: KindAnnounce, JobKey: jobKey,
+		DstEP: nic.EndpointAll, SrcEP: a.Endpoint,
 	})
-	binary.BigEndian.PutUint32(out[offRank:], uint32(s.cfg.Rank))
-	binary.BigEndian.PutUint32(out[offSize:], uint32(s.cfg.Size))
-	binary.BigEndian.PutUint16(out[offRail:], uint16(s.cfg.Rail))
+	binary.BigEndian.PutUint32(out[offRank:], uint32(a.Rank))
+	binary.BigEndian.PutUint32(out[offSize:], uint32(a.Size))
+	binary.BigEndian.PutUint16(out[offRail:], uint16(a.Rail))
 	binary.BigEndian.PutUint16(out[offFlags:], flags)
 	binary.BigEndian.PutUint32(out[offCRC:], crc32.Checksum(out[:offCRC], castagnoli))
 }
