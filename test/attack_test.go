@@ -1,0 +1,203 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/mplite/bootstrap"
+	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/afpacket"
+	"github.com/ethervia/ethervia/nic/auth"
+	"github.com/ethervia/ethervia/reliability"
+	"github.com/ethervia/ethervia/vi"
+)
+
+// hubAttacker is a host on the job's bridge, which floods it every frame
+// (ageing 0: the bridge learns nothing), without the job's secret. It
+// keeps what it sees and sends, round after round: replays, captured
+// frames with the tag cut off, a byte changed and the CRC made good,
+// connection requests in a rank's name, a flood of requests from made-up
+// addresses, datagrams to the job's multicast groups, and bootstrap
+// announcements claiming every rank, of the right job size and of others.
+type hubAttacker struct {
+	dev      nic.Device
+	job      uint32
+	size     int
+	ranks    [][6]byte
+	captured [][]byte
+	replay   [][]byte // a former job's frames, sent as they were
+	sent     atomic.Int64
+	stop     chan struct{}
+	done     chan struct{}
+}
+
+func (a *hubAttacker) run(seed uint64) {
+	defer close(a.done)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	bufs, lens := make([][]byte, 64), make([]int, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, nic.RecvBufLen(a.dev.MTU()))
+	}
+	self, _ := nic.MAC(a.dev.HardwareAddr())
+	for i := 0; ; i++ {
+		select {
+		case <-a.stop:
+			return
+		default:
+		}
+		n, _ := a.dev.Recv(bufs, lens)
+		for k := range n {
+			if len(a.captured) < 8192 && !bytes.Equal(bufs[k][6:12], self[:]) {
+				a.captured = append(a.captured, bytes.Clone(bufs[k][:lens[k]]))
+			}
+		}
+		var out [][]byte
+		if k := len(a.captured); k > 0 {
+			f := a.captured[rng.IntN(k)]
+			out = append(out, f)
+			var h reliability.Header
+			if len(f) > reliability.HeaderLen+auth.TrailerLen && reliability.Parse(f, &h) == nil {
+				g := bytes.Clone(f[:len(f)-auth.TrailerLen])
+				g[len(g)-1] ^= 0x5a
+				reliability.Seal(g)
+				out = append(out, g)
+			}
+		}
+		if k := len(a.replay); k > 0 {
+			out = append(out, a.replay[rng.IntN(k)])
+		}
+		out = append(out, a.request(reliability.KindPeerReq, a.ranks[a.size-1], a.ranks[1]))
+		made := [6]byte{0x02, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}
+		out = append(out, a.request(reliability.KindConnReq, made, a.ranks[rng.IntN(a.size)]))
+		pl := make([]byte, 64)
+		for j := range pl {
+			pl[j] = byte(rng.IntN(256))
+		}
+		dg := make([]byte, vi.DatagramHeaderLen+len(pl))
+		if m, err := vi.PutDatagram(dg, &vi.Datagram{Dst: nic.GroupMAC(a.job, uint32(rng.IntN(4))), Src: a.ranks[0], DstEP: nic.EndpointAll,
+			EtherType: nic.DefaultEtherType, Kind: vi.MinDatagramKind + uint8(rng.IntN(4)), JobKey: a.job, Payload: pl}); err == nil {
+			out = append(out, dg[:m])
+		}
+		ann := make([]byte, bootstrap.FrameLen)
+		size := a.size
+		if i%2 == 0 {
+			size = 99
+		}
+		bootstrap.Put(ann, bootstrap.Announcement{Src: self, Rank: i % a.size, Size: size}, nic.DefaultEtherType, a.job)
+		out = append(out, ann)
+		if m, _ := a.dev.Send(out); m > 0 {
+			a.sent.Add(int64(m))
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+}
+
+func (a *hubAttacker) request(kind reliability.Kind, src, dst [6]byte) []byte {
+	f := make([]byte, reliability.HeaderLen+16)
+	reliability.Put(f, &reliability.Header{Dst: dst, Src: src, EtherType: nic.DefaultEtherType, Kind: kind, JobKey: a.job,
+		SrcVI: 1, ConnID: 7, Length: 16})
+	return f
+}
+
+// TestAttackerOnTheSwitch runs mpitest (every byte checked, multicast
+// Bcasts included) on four namespace hosts that find each other by
+// broadcast, while a fifth host on the same bridge, without the secret,
+// attacks from before the first rank starts to after the last ends. A
+// second job with the same job key and a new secret then runs while the
+// attacker also replays the first job's frames. Both jobs pass, and every
+// rank counts the attacker's frames as refused.
+func TestAttackerOnTheSwitch(t *testing.T) {
+	needRoot(t)
+	const n = 4
+	tb := switchTestbed(t, n+1, "atk")
+	if out, err := exec.Command("ip", "netns", "exec", tb.SwitchNamespace(0), "ip", "link", "set", "br0", "type", "bridge", "ageing_time", "0").CombinedOutput(); err != nil {
+		t.Fatalf("make the bridge a hub: %v: %s", err, out)
+	}
+	const job = 0xa77ac
+	var dev nic.Device
+	if err := tb.Host(n).Do(func() (err error) {
+		dev, err = afpacket.Open(afpacket.Config{Config: nic.Config{JobKey: job}, Iface: tb.Host(n).Ifaces[0]})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	ranks := make([][6]byte, n)
+	for i := range ranks {
+		ranks[i], _ = nic.MAC(tb.Host(i).MACs[0])
+	}
+	mpitest := built.path(t, "mpitest")
+	refused := regexp.MustCompile(`mpitest: rank (\d+) of \d+: authenticated, refused (\d+) frames for their tag and (\d+) replays`)
+	var former [][]byte
+	for round := 1; round <= 2; round++ {
+		t.Run(fmt.Sprintf("job%d", round), func(t *testing.T) {
+			secret, err := auth.NewSecret()
+			if err != nil {
+				t.Fatal(err)
+			}
+			atk := &hubAttacker{dev: dev, job: job, size: n, ranks: ranks, replay: former, stop: make(chan struct{}), done: make(chan struct{})}
+			go atk.run(uint64(round))
+			stopped := false
+			stop := func() {
+				if !stopped {
+					stopped = true
+					close(atk.stop)
+					<-atk.done
+				}
+			}
+			defer stop()
+			time.Sleep(100 * time.Millisecond) // the storm comes first
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			outs := make([][]byte, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				cmd := exec.CommandContext(ctx, "ip", "netns", "exec", tb.Host(i).Name, mpitest, "-max", "1048576")
+				cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "MPLITE_RANK=" + strconv.Itoa(i), "MPLITE_SIZE=" + strconv.Itoa(n),
+					"MPLITE_IFACES=" + tb.Host(i).Ifaces[0], "MPLITE_JOB=" + strconv.Itoa(job), "MPLITE_SECRET=" + secret.Hex(),
+					"MPLITE_ALGO_BCAST=mcast-ack", "MPLITE_YIELD=1"}
+				cmd.WaitDelay = 5 * time.Second
+				wg.Add(1)
+				go func() { defer wg.Done(); outs[i], errs[i] = cmd.CombinedOutput() }()
+			}
+			wg.Wait()
+			stop()
+			all := string(bytes.Join(outs, nil))
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("rank %d: %v", i, err)
+				}
+			}
+			wantOK(t, all, n, n, `mpitest: rank %d of %d: ok`)
+			var tags, replays int
+			for _, m := range refused.FindAllStringSubmatch(all, -1) {
+				b, _ := strconv.Atoi(m[2])
+				r, _ := strconv.Atoi(m[3])
+				if b == 0 {
+					t.Errorf("rank %s refused no frame for its tag", m[1])
+				}
+				tags, replays = tags+b, replays+r
+			}
+			t.Logf("the attacker sent %d frames; the ranks refused %d for their tag and %d replays", atk.sent.Load(), tags, replays)
+			if replays == 0 {
+				t.Errorf("no replay refused")
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", all)
+			}
+			// The next job is replayed this one's frames.
+			former = atk.captured
+		})
+	}
+}
