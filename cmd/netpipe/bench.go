@@ -19,6 +19,7 @@ import (
 
 	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/testbed"
 )
 
@@ -41,6 +42,9 @@ const defaultModule = "mplite"
 
 // options are the parsed flags.
 type options struct {
+	auth               bool        // frames carry tags under secret (package nic/auth)
+	secretHex          string      // -secret, or MPLITE_SECRET
+	secret             auth.Secret // the job's: -secret's, or drawn for the run
 	local, mem         bool
 	sameHost           bool
 	module, driver     string
@@ -127,6 +131,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.window, "window", 0, "raw: frames in flight before the receiver returns credit (default: about 1 MiB per link)")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "fail when a message makes no progress for this long")
 	fs.UintVar(&o.job, "job", 0, "job key in every frame (default: random)")
+	fs.BoolVar(&o.auth, "auth", true, "authenticate every frame under a job secret, as jobs do (the raw module never does)")
+	fs.StringVar(&o.secretHex, "secret", "", "the job secret (64 hex digits; default: MPLITE_SECRET, else one drawn for the run; two-machine mode needs one)")
 	fs.UintVar(&o.ethertype, "ethertype", nic.DefaultEtherType, "EtherType of every frame")
 	fs.Uint64Var(&o.seed, "seed", 1, "-mem only: seed of memnic's faults")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run (both ends with -local and -mem) to FILE")
@@ -343,6 +349,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		o.job = uint(randomJobKey())
 	}
 	mod, _ := o.modules.Lookup(o.module)
+	if err := o.setSecret(mod); err != nil {
+		return err
+	}
 
 	var env *environment
 	switch {
@@ -383,6 +392,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		}
 		defer npfile.Close()
 		npout = bufio.NewWriter(npfile)
+	}
+	if authenticates(o, mod) {
+		env.describe += ", frames authenticated"
 	}
 	fmt.Fprintf(stdout, "netpipe: module %s, driver %s, %d link(s), MTU %d, %s, %s\n",
 		o.module, env.driver, o.links, env.mtu, o.modeName(), env.describe)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/ethervia/ethervia/bpf"
@@ -14,6 +15,7 @@ import (
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/afpacket"
 	"github.com/ethervia/ethervia/nic/afxdp"
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/nic/memnic"
 	"github.com/ethervia/ethervia/testbed"
 	"golang.org/x/sys/unix"
@@ -88,8 +90,17 @@ func memEnv(o *options, mod netpipe.Module) (*environment, error) {
 			env.closers = append(env.closers, p.Close)
 			ports[i] = p
 		}
-		tx.Devices = append(tx.Devices, ports[0])
-		rx.Devices = append(rx.Devices, ports[1])
+		var devs [2]nic.Device
+		for i, p := range ports {
+			d, err := o.authenticate(mod, p)
+			if err != nil {
+				env.close()
+				return nil, fmt.Errorf("mem: link %d: %w", l, err)
+			}
+			devs[i] = d
+		}
+		tx.Devices = append(tx.Devices, devs[0])
+		rx.Devices = append(rx.Devices, devs[1])
 		tx.PeerMACs = append(tx.PeerMACs, ports[1].HardwareAddr())
 		rx.PeerMACs = append(rx.PeerMACs, ports[0].HardwareAddr())
 	}
@@ -181,6 +192,9 @@ func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment
 						return err
 					}
 					env.closers = append(env.closers, d.Close)
+					if d, err = o.authenticate(mod, d); err != nil {
+						return err
+					}
 					eps[i].Devices = append(eps[i].Devices, d)
 				}
 				return nil
@@ -232,6 +246,10 @@ func twoMachineEnv(o *options, mod netpipe.Module) (*environment, error) {
 				return nil, err
 			}
 			env.closers = append(env.closers, d.Close)
+			if d, err = o.authenticate(mod, d); err != nil {
+				env.close()
+				return nil, err
+			}
 			ep.Devices = append(ep.Devices, d)
 			if env.mtu == 0 || d.MTU() < env.mtu {
 				env.mtu = d.MTU()
@@ -293,4 +311,52 @@ func pinThread(i int) error {
 		return fmt.Errorf("pin end %d to CPU %d: %w", i, cpus[i%len(cpus)], err)
 	}
 	return nil
+}
+
+// setSecret fixes the job secret: -secret's, MPLITE_SECRET's, or, where
+// both ends run here, a fresh one.
+func (o *options) setSecret(mod netpipe.Module) error {
+	if !authenticates(o, mod) {
+		return nil
+	}
+	text := o.secretHex
+	if text == "" {
+		text = os.Getenv("MPLITE_SECRET")
+	}
+	if text == "" {
+		if o.twoMachine {
+			return errors.New("two-machine mode authenticates frames: give both ends the same -secret (64 hex digits) or MPLITE_SECRET, or -auth=false")
+		}
+		s, err := auth.NewSecret()
+		if err != nil {
+			return err
+		}
+		o.secret = s
+		return nil
+	}
+	s, err := auth.ParseSecret(text)
+	if err != nil {
+		return fmt.Errorf("-secret: %w", err)
+	}
+	o.secret = s
+	return nil
+}
+
+// authenticate puts d behind the job's frame authentication, unless it is
+// off or mod is raw (which measures the driver alone).
+func (o *options) authenticate(mod netpipe.Module, d nic.Device) (nic.Device, error) {
+	if !authenticates(o, mod) {
+		return d, nil
+	}
+	key, err := auth.NewKey(o.secret, uint32(o.job))
+	if err != nil {
+		return nil, err
+	}
+	return auth.Wrap(d, key, auth.Config{})
+}
+
+// authenticates reports whether mod's frames carry tags: every frame
+// module's but raw's, unless -auth=false.
+func authenticates(o *options, mod netpipe.Module) bool {
+	return o.auth && mod.Frames() && mod.Name() != "raw"
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/testbed"
 )
 
@@ -184,9 +185,10 @@ func TestTwoMachineMode(t *testing.T) {
 	}
 	t.Cleanup(func() { tb.Close() })
 	tx, rx := tb.Host(0), tb.Host(1)
+	secret := strings.Repeat("5a", auth.SecretLen) // both ends hold the job's secret
 	for _, c := range []struct{ rx, tx []string }{
 		{[]string{"-module", "raw"}, []string{"-module", "raw", "-peer", rx.MACs[0].String()}},
-		{[]string{"-module", "mplite"}, []string{"-module", "mplite", "-peer", rx.MACs[0].String()}},
+		{[]string{"-module", "mplite", "-secret", secret}, []string{"-module", "mplite", "-peer", rx.MACs[0].String(), "-secret", secret}},
 		{[]string{"-module", "tcp", "-host", rx.IPs[0].String()}, []string{"-module", "tcp", "-host", rx.IPs[0].String()}},
 	} {
 		t.Run(c.rx[1], func(t *testing.T) {
