@@ -221,6 +221,29 @@ func (b *Bond) RegisterMemory(buf []byte, ptag PTag, access Access) (descriptors
 	return rg.rail[0], nil
 }
 
+// GrantMemory opens a region registered with vi.AccessGrantedWrite to
+// remote writes on every rail (on), or undoes one such grant (off).
+func (b *Bond) GrantMemory(h descriptors.MemHandle, on bool) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	rg := b.lookup(h)
+	if rg == nil {
+		return fmt.Errorf("bonding: grant memory: %w: unknown handle %#x", vi.ErrMemory, uint32(h))
+	}
+	for i, p := range b.rails {
+		r, err := p.QueryMemory(rg.rail[i])
+		if err != nil {
+			return fmt.Errorf("bonding: grant memory on rail %d: %w", i, err)
+		}
+		if on {
+			r.Grant()
+		} else {
+			r.Revoke()
+		}
+	}
+	return nil
+}
+
 // DeregisterMemory removes a registration from every rail. It fails with an
 // error matching rdma.ErrInUse while posted descriptors use the region.
 func (b *Bond) DeregisterMemory(h descriptors.MemHandle) error {

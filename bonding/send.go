@@ -451,7 +451,8 @@ func (v *VI) replyHandles(b []byte, h descriptors.MemHandle) bool {
 	v.b.mu.RLock()
 	defer v.b.mu.RUnlock()
 	rg := v.b.lookup(h)
-	ok := rg != nil && v.attrs.EnableRDMAWrite && rg.ptag == v.attrs.PTag && rg.access&vi.AccessRDMAWrite != 0
+	ok := rg != nil && v.attrs.EnableRDMAWrite && rg.ptag == v.attrs.PTag &&
+		(rg.access&vi.AccessRDMAWrite != 0 || rg.access&vi.AccessGrantedWrite != 0 && rg.r0.Granted())
 	for i := range v.rails {
 		var x uint32
 		if ok {

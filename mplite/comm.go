@@ -408,7 +408,9 @@ func (c *Comm) openProvider() error {
 	// MP_Lite's dynamic registration: user buffers of the handshake are
 	// looked up before they are registered.
 	if c.sendCache, err = f.newCache(0, c.cfg.cacheEntries, c.cfg.cacheBytes); err == nil {
-		c.recvCache, err = f.newCache(vi.AccessRDMAWrite, c.cfg.cacheEntries, c.cfg.cacheBytes)
+		// Receive buffers stay registered between messages, but open to
+		// remote writes only while a transfer into them is granted.
+		c.recvCache, err = f.newCache(vi.AccessGrantedWrite, c.cfg.cacheEntries, c.cfg.cacheBytes)
 	}
 	if err != nil {
 		f.close()

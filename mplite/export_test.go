@@ -90,3 +90,16 @@ func AddrOf(c *Comm, r int) nic.Addr { return c.addrs[r] }
 
 // memPort is the memnic port under a device of a local world.
 func memPort(d nic.Device) *memnic.Port { return auth.Unwrap(d).(*memnic.Port) }
+
+// RecvGranted reports whether c's receive region for buf (registered by
+// an earlier handshake) is open to remote writes now.
+func RecvGranted(c *Comm, buf []byte) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reg, err := c.recvCache.Get(buf)
+	if err != nil {
+		return false, err
+	}
+	defer c.recvCache.Put(reg)
+	return reg.Granted(), nil
+}

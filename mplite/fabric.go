@@ -24,6 +24,9 @@ type fabric interface {
 	register(buf []byte) (descriptors.MemHandle, error)
 	deregister(h descriptors.MemHandle) error
 	newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error)
+	// grant opens a receive region (vi.AccessGrantedWrite) to the
+	// writes of a transfer, or closes it once more (on false).
+	grant(reg *rdma.Region, on bool)
 	newLink(qdepth int) (link, error) // called with c.mu held
 	// pollRequest returns a connection request waiting for this rank,
 	// without blocking.
@@ -125,6 +128,14 @@ func (f *viFabric) register(buf []byte) (descriptors.MemHandle, error) {
 }
 
 func (f *viFabric) deregister(h descriptors.MemHandle) error { return f.p.DeregisterMemory(h) }
+
+func (f *viFabric) grant(reg *rdma.Region, on bool) {
+	if on {
+		reg.Grant()
+	} else {
+		reg.Revoke()
+	}
+}
 
 func (f *viFabric) newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error) {
 	return f.p.NewMemoryCache(f.ptag, access, entries, bytes)
@@ -242,6 +253,11 @@ func (f *bondFabric) register(buf []byte) (descriptors.MemHandle, error) {
 }
 
 func (f *bondFabric) deregister(h descriptors.MemHandle) error { return f.b.DeregisterMemory(h) }
+
+func (f *bondFabric) grant(reg *rdma.Region, on bool) {
+	// The handle is the cache's own region's: it cannot be unknown.
+	_ = f.b.GrantMemory(descriptors.MemHandle(reg.Handle()), on)
+}
 
 func (f *bondFabric) newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error) {
 	return f.b.NewMemoryCache(f.ptag, access, entries, bytes)

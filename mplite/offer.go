@@ -40,6 +40,7 @@ func (c *Comm) offerRecv(p *peer, r *Request) {
 		return // the handshake will register (and report) it
 	}
 	r.reg, r.id, r.grant = reg, c.newID(), n
+	c.fab.grant(reg, true)
 	r.st = Status{Source: p.rank, Tag: r.tag}
 	c.recvIDs[r.id] = r
 	p.offered = r

@@ -436,6 +436,7 @@ func (c *Comm) releaseReg(r *Request) {
 	if r.send {
 		c.sendCache.Put(r.reg)
 	} else {
+		c.fab.grant(r.reg, false)
 		c.recvCache.Put(r.reg)
 	}
 	r.reg = nil
@@ -861,6 +862,7 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 			r.st.Count = 0
 		} else {
 			r.reg = reg
+			c.fab.grant(reg, true)
 			e.rkey, e.raddr = uint32(reg.Handle()), regionOffset(reg, r.buf)
 		}
 	}

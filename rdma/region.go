@@ -34,6 +34,10 @@ const (
 	LocalWrite Access = 1 << iota
 	RemoteWrite
 	RemoteRead
+	// GrantedWrite lets peers write the region remotely only while it is
+	// granted (Region.Grant): a receive buffer open for the transfer a
+	// receiver agreed to, closed the rest of the time.
+	GrantedWrite
 )
 
 func (a Access) String() string {
@@ -41,7 +45,7 @@ func (a Access) String() string {
 	for _, r := range []struct {
 		bit  Access
 		name string
-	}{{LocalWrite, "local-write"}, {RemoteWrite, "remote-write"}, {RemoteRead, "remote-read"}} {
+	}{{LocalWrite, "local-write"}, {RemoteWrite, "remote-write"}, {RemoteRead, "remote-read"}, {GrantedWrite, "granted-write"}} {
 		if a&r.bit != 0 {
 			if s != "" {
 				s += "|"
@@ -62,6 +66,7 @@ var (
 	ErrNoRegion   = fmt.Errorf("%w: no such region", ErrProtection)
 	ErrPTag       = fmt.Errorf("%w: protection tag mismatch", ErrProtection)
 	ErrAccess     = fmt.Errorf("%w: access right not granted", ErrProtection)
+	ErrNotGranted = fmt.Errorf("%w: remote write outside a grant", ErrAccess)
 	ErrBounds     = fmt.Errorf("%w: outside the region", ErrProtection)
 	ErrInUse      = errors.New("rdma: region in use by posted descriptors")
 	ErrLimit      = errors.New("rdma: registration limit reached")
@@ -95,6 +100,7 @@ type Region struct {
 	buf    []byte
 	inUse  atomic.Int64
 	live   atomic.Bool
+	grants atomic.Int32 // GrantedWrite: open to remote writes while above 0
 }
 
 // Handle returns the region's wire name.
@@ -131,6 +137,25 @@ func (r *Region) Acquire() error {
 
 // Release undoes one Acquire.
 func (r *Region) Release() { r.inUse.Add(-1) }
+
+// Grant opens a GrantedWrite region to remote writes until the matching
+// Revoke; grants nest (two transfers into one region need two).
+func (r *Region) Grant() { r.grants.Add(1) }
+
+// Revoke undoes one Grant.
+func (r *Region) Revoke() { r.grants.Add(-1) }
+
+// Granted reports whether a GrantedWrite region is open to remote writes.
+func (r *Region) Granted() bool { return r.grants.Load() > 0 }
+
+// rights is what the region allows now: GrantedWrite is RemoteWrite while
+// granted.
+func (r *Region) rights() Access {
+	if r.access&GrantedWrite != 0 && r.grants.Load() > 0 {
+		return r.access | RemoteWrite
+	}
+	return r.access
+}
 
 // Contains reports whether b lies entirely inside the region's buffer.
 func (r *Region) Contains(b []byte) bool {
@@ -238,8 +263,11 @@ func (t *Table) check(h Handle, tag PTag, need Access, off, n uint64) (*Region, 
 	case r.tag != tag:
 		t.ptag.Add(1)
 		return nil, ErrPTag
-	case r.access&need != need:
+	case r.rights()&need != need:
 		t.access.Add(1)
+		if need&RemoteWrite != 0 && r.access&GrantedWrite != 0 {
+			return nil, ErrNotGranted
+		}
 		return nil, ErrAccess
 	case off > uint64(len(r.buf)) || n > uint64(len(r.buf))-off:
 		// Written so that off+n cannot overflow.

@@ -26,6 +26,9 @@ type Access = rdma.Access
 const (
 	AccessRDMAWrite = rdma.RemoteWrite // peers may RDMA-write the region
 	AccessRDMARead  = rdma.RemoteRead  // peers may RDMA-read the region
+	// AccessGrantedWrite: peers may RDMA-write the region only while it
+	// is granted (rdma.Region.Grant on the region QueryMemory returns).
+	AccessGrantedWrite = rdma.GrantedWrite
 )
 
 // ErrMemory means a handle names no registered region or the arguments of a
@@ -46,7 +49,7 @@ func (p *Provider) NewPTag() PTag {
 func (p *Provider) validTag(t PTag) bool { return t != 0 && t <= p.ptags }
 
 func (p *Provider) checkRegistration(ptag PTag, access Access) error {
-	if access&^(AccessRDMAWrite|AccessRDMARead|rdma.LocalWrite) != 0 {
+	if access&^(AccessRDMAWrite|AccessRDMARead|AccessGrantedWrite|rdma.LocalWrite) != 0 {
 		return fmt.Errorf("%w: unknown access %#x", ErrMemory, uint8(access))
 	}
 	p.mu.Lock()
