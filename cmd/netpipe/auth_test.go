@@ -14,8 +14,8 @@ func TestSecretChoice(t *testing.T) {
 	given := strings.Repeat("ab", auth.SecretLen)
 	for _, tc := range []struct {
 		name, module, secret, env string
-		twoMachine, auth         bool
-		wantTags, wantErr        bool
+		twoMachine, auth          bool
+		wantTags, wantErr         bool
 	}{
 		{name: "mplite local draws one", module: "mplite", auth: true, wantTags: true},
 		{name: "raw never", module: "raw", auth: true},
