@@ -169,6 +169,12 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 // exchanged through the launcher's PMI key-value store if there is one, or
 // discovered by raw-Ethernet announcements under the job key (bounded by
 // WithDiscoveryTimeout).
+//
+// Every frame is authenticated under the job's secret (package nic/auth):
+// MPLITE_SECRET (64 hex digits, as mprun sets), else, under PMI, one rank 0
+// draws and hands on through the key-value store. Without either Init
+// fails with ErrNoSecret, unless MPLITE_AUTH=0 (or WithAuthentication(false))
+// turns authentication off for a trusted fabric.
 func Init(opts ...Option) (*Comm, error) {
 	cfg, err := buildConfig(opts)
 	if err != nil {
