@@ -222,8 +222,9 @@ func (b *Bond) RegisterMemory(buf []byte, ptag PTag, access Access) (descriptors
 }
 
 // GrantMemory opens a region registered with vi.AccessGrantedWrite to
-// remote writes on every rail (on), or undoes one such grant (off).
-func (b *Bond) GrantMemory(h descriptors.MemHandle, on bool) error {
+// remote writes on every rail (on), or undoes one such grant (off): to
+// the rail VIs of v, or, with v nil, to who (the writer FillMemory names).
+func (b *Bond) GrantMemory(h descriptors.MemHandle, v *VI, who rdma.Grantee, on bool) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	rg := b.lookup(h)
@@ -235,10 +236,14 @@ func (b *Bond) GrantMemory(h descriptors.MemHandle, on bool) error {
 		if err != nil {
 			return fmt.Errorf("bonding: grant memory on rail %d: %w", i, err)
 		}
+		w := who
+		if v != nil {
+			w = v.rails[i].v.Grantee()
+		}
 		if on {
-			r.Grant()
+			r.Grant(w)
 		} else {
-			r.Revoke()
+			r.Revoke(w)
 		}
 	}
 	return nil

@@ -55,7 +55,7 @@ func (r bondRegistry) Deregister(reg *rdma.Region) error {
 // a transport between processes of one host): it checks a write of n
 // bytes at offset off of bond region h under ptag, then lets fill place
 // the bytes.
-func (b *Bond) FillMemory(h descriptors.MemHandle, ptag PTag, off uint64, n int, fill func(dst []byte) error) error {
+func (b *Bond) FillMemory(h descriptors.MemHandle, ptag PTag, who rdma.Grantee, off uint64, n int, fill func(dst []byte) error) error {
 	b.mu.RLock()
 	rg := b.lookup(h)
 	var t vi.PTag
@@ -67,5 +67,5 @@ func (b *Bond) FillMemory(h descriptors.MemHandle, ptag PTag, off uint64, n int,
 	if !ok {
 		return fmt.Errorf("bonding: fill region %#x: %w", uint32(h), rdma.ErrNoRegion)
 	}
-	return b.rails[0].FillMemory(rg.rail[0], t, off, n, fill)
+	return b.rails[0].FillMemory(rg.rail[0], t, who, off, n, fill)
 }

@@ -452,7 +452,7 @@ func (v *VI) replyHandles(b []byte, h descriptors.MemHandle) bool {
 	defer v.b.mu.RUnlock()
 	rg := v.b.lookup(h)
 	ok := rg != nil && v.attrs.EnableRDMAWrite && rg.ptag == v.attrs.PTag &&
-		(rg.access&vi.AccessRDMAWrite != 0 || rg.access&vi.AccessGrantedWrite != 0 && rg.r0.Granted())
+		(rg.access&vi.AccessRDMAWrite != 0 || rg.access&vi.AccessGrantedWrite != 0 && rg.r0.GrantedTo(v.rails[0].v.Grantee()))
 	for i := range v.rails {
 		var x uint32
 		if ok {

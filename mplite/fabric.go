@@ -25,8 +25,8 @@ type fabric interface {
 	deregister(h descriptors.MemHandle) error
 	newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error)
 	// grant opens a receive region (vi.AccessGrantedWrite) to the
-	// writes of a transfer, or closes it once more (on false).
-	grant(reg *rdma.Region, on bool)
+	// writes of a transfer from p, or closes it once more (on false).
+	grant(reg *rdma.Region, p *peer, on bool)
 	newLink(qdepth int) (link, error) // called with c.mu held
 	// pollRequest returns a connection request waiting for this rank,
 	// without blocking.
@@ -50,7 +50,7 @@ type fabric interface {
 	// fillMemory is the target side of a write that came another way (from
 	// a rank of the same host): it checks region h as a remote write would
 	// be checked and lets put place the n bytes at off.
-	fillMemory(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error
+	fillMemory(h descriptors.MemHandle, who rdma.Grantee, off uint64, n int, put func([]byte) error) error
 	// alsoWake makes wait return (as for a connection request) once
 	// pending reports true; interrupt wakes a wait under way to look.
 	alsoWake(pending func() bool)
@@ -117,9 +117,13 @@ func (f *viFabric) alsoWake(pending func() bool) { f.extra = pending }
 
 func (f *viFabric) interrupt() { f.cq.Interrupt() }
 
-func (f *viFabric) fillMemory(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error {
-	return f.p.FillMemory(h, f.ptag, off, n, put)
+func (f *viFabric) fillMemory(h descriptors.MemHandle, who rdma.Grantee, off uint64, n int, put func([]byte) error) error {
+	return f.p.FillMemory(h, f.ptag, who, off, n, put)
 }
+
+// localGrantee is the writer identity of a rank of this host, whose
+// writes come through shared memory: above every VI number.
+func localGrantee(rank int) rdma.Grantee { return rdma.Grantee(1<<16 + rank) }
 
 func (f *viFabric) maxTransfer() int { return f.p.Attributes().MaxTransfer }
 
@@ -129,11 +133,15 @@ func (f *viFabric) register(buf []byte) (descriptors.MemHandle, error) {
 
 func (f *viFabric) deregister(h descriptors.MemHandle) error { return f.p.DeregisterMemory(h) }
 
-func (f *viFabric) grant(reg *rdma.Region, on bool) {
+func (f *viFabric) grant(reg *rdma.Region, p *peer, on bool) {
+	who := localGrantee(p.rank)
+	if l, ok := p.v.(viLink); ok {
+		who = l.Grantee()
+	}
 	if on {
-		reg.Grant()
+		reg.Grant(who)
 	} else {
-		reg.Revoke()
+		reg.Revoke(who)
 	}
 }
 
@@ -242,8 +250,8 @@ func (f *bondFabric) alsoWake(pending func() bool) { f.extra = pending }
 
 func (f *bondFabric) interrupt() { f.cq.Interrupt() }
 
-func (f *bondFabric) fillMemory(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error {
-	return f.b.FillMemory(h, f.ptag, off, n, put)
+func (f *bondFabric) fillMemory(h descriptors.MemHandle, who rdma.Grantee, off uint64, n int, put func([]byte) error) error {
+	return f.b.FillMemory(h, f.ptag, who, off, n, put)
 }
 
 func (f *bondFabric) maxTransfer() int { return f.b.Options().MaxTransfer }
@@ -254,9 +262,14 @@ func (f *bondFabric) register(buf []byte) (descriptors.MemHandle, error) {
 
 func (f *bondFabric) deregister(h descriptors.MemHandle) error { return f.b.DeregisterMemory(h) }
 
-func (f *bondFabric) grant(reg *rdma.Region, on bool) {
+func (f *bondFabric) grant(reg *rdma.Region, p *peer, on bool) {
 	// The handle is the cache's own region's: it cannot be unknown.
-	_ = f.b.GrantMemory(descriptors.MemHandle(reg.Handle()), on)
+	h := descriptors.MemHandle(reg.Handle())
+	if l, ok := p.v.(*bondLink); ok {
+		_ = f.b.GrantMemory(h, l.VI, 0, on)
+		return
+	}
+	_ = f.b.GrantMemory(h, nil, localGrantee(p.rank), on)
 }
 
 func (f *bondFabric) newCache(access vi.Access, entries int, bytes int64) (*rdma.Cache, error) {

@@ -39,8 +39,8 @@ func (c *Comm) offerRecv(p *peer, r *Request) {
 	if err != nil {
 		return // the handshake will register (and report) it
 	}
-	r.reg, r.id, r.grant = reg, c.newID(), n
-	c.fab.grant(reg, true)
+	r.reg, r.id, r.grant, r.writer = reg, c.newID(), n, p
+	c.fab.grant(reg, p, true)
 	r.st = Status{Source: p.rank, Tag: r.tag}
 	c.recvIDs[r.id] = r
 	p.offered = r

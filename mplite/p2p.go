@@ -31,6 +31,7 @@ type Request struct {
 	sync   bool // Ssend: by handshake at any length
 	id     uint32
 	reg    *rdma.Region
+	writer *peer // a receive's: the peer its region is granted to
 	grant  int
 	off    int
 	chunks int
@@ -436,7 +437,10 @@ func (c *Comm) releaseReg(r *Request) {
 	if r.send {
 		c.sendCache.Put(r.reg)
 	} else {
-		c.fab.grant(r.reg, false)
+		if r.writer != nil {
+			c.fab.grant(r.reg, r.writer, false)
+		}
+		r.writer = nil
 		c.recvCache.Put(r.reg)
 	}
 	r.reg = nil
@@ -861,8 +865,8 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 			r.err = err
 			r.st.Count = 0
 		} else {
-			r.reg = reg
-			c.fab.grant(reg, true)
+			r.reg, r.writer = reg, p
+			c.fab.grant(reg, p, true)
 			e.rkey, e.raddr = uint32(reg.Handle()), regionOffset(reg, r.buf)
 		}
 	}

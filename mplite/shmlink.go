@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/rdma"
 	"github.com/ethervia/ethervia/shm"
 )
 
@@ -25,7 +26,8 @@ type shmLink struct {
 	// fill places the bytes of a write into our registered memory, with
 	// filler's put (a method value made once: a closure per write would
 	// allocate).
-	fill   func(h descriptors.MemHandle, off uint64, n int, put func([]byte) error) error
+	fill   func(h descriptors.MemHandle, who rdma.Grantee, off uint64, n int, put func([]byte) error) error
+	who    rdma.Grantee // the peer's writer identity (localGrantee)
 	filler entryFiller
 	put    func([]byte) error
 
@@ -308,7 +310,7 @@ func (l *shmLink) write(e *shm.Entry) error {
 		l.put = l.filler.fill
 	}
 	l.filler.e, l.filler.pid = e, l.ring.OwnerPID()
-	err := l.fill(descriptors.MemHandle(e.RKey), e.Offset, e.Length, l.put)
+	err := l.fill(descriptors.MemHandle(e.RKey), l.who, e.Offset, e.Length, l.put)
 	l.filler.e = nil
 	if err != nil {
 		return fmt.Errorf("remote write of %d bytes: %w", e.Length, err)

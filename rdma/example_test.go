@@ -14,10 +14,10 @@ func Example() {
 	buf := make([]byte, 8)
 	region, _ := table.Register(buf, 42, rdma.RemoteWrite)
 
-	err := table.CopyIn(region.Handle(), 42, 0, []byte("via"))
+	err := table.CopyIn(region.Handle(), 42, 1, 0, []byte("via"))
 	fmt.Println(err, string(buf[:3]))
 
-	err = table.CopyIn(region.Handle(), 7, 0, []byte("bad"))
+	err = table.CopyIn(region.Handle(), 7, 1, 0, []byte("bad"))
 	fmt.Println(errors.Is(err, rdma.ErrProtection), string(buf[:3]))
 	// Output:
 	// <nil> via

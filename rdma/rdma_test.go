@@ -94,7 +94,7 @@ func TestRemoteChecks(t *testing.T) {
 		for i := range buf {
 			buf[i] = 0
 		}
-		err := tb.CopyIn(c.h, c.tag, c.off, data[:c.n])
+		err := tb.CopyIn(c.h, c.tag, 1, c.off, data[:c.n])
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
 		}
@@ -109,7 +109,7 @@ func TestRemoteChecks(t *testing.T) {
 			}
 		}
 	}
-	if err := tb.CopyIn(w.Handle(), 7, 10, data); err != nil || string(buf[10:14]) != string(data) {
+	if err := tb.CopyIn(w.Handle(), 7, 1, 10, data); err != nil || string(buf[10:14]) != string(data) {
 		t.Fatalf("good write: %v %v", err, buf[10:14])
 	}
 	out := make([]byte, 4)
@@ -140,7 +140,7 @@ func TestRemoteAccessAllocatesNothing(t *testing.T) {
 	r, _ := tb.Register(make([]byte, 4096), 1, RemoteWrite|RemoteRead)
 	data := make([]byte, 1024)
 	if a := testing.AllocsPerRun(100, func() {
-		tb.CopyIn(r.Handle(), 1, 100, data)
+		tb.CopyIn(r.Handle(), 1, 1, 100, data)
 		tb.CopyOut(r.Handle(), 1, 100, data)
 	}); a != 0 {
 		t.Fatalf("%v allocations", a)
@@ -176,7 +176,7 @@ func FuzzCopyIn(f *testing.F) {
 		for i := range data {
 			data[i] = 0xff
 		}
-		err := tb.CopyIn(Handle(h), PTag(tag), off, data)
+		err := tb.CopyIn(Handle(h), PTag(tag), 1, off, data)
 		allowed := Handle(h) == r.Handle() && tag == 1 && off <= 64 && uint64(n) <= 64-off
 		if (err == nil) != allowed {
 			t.Fatalf("h=%#x tag=%d off=%d n=%d: err=%v allowed=%v", h, tag, off, n, err, allowed)

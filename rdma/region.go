@@ -34,9 +34,10 @@ const (
 	LocalWrite Access = 1 << iota
 	RemoteWrite
 	RemoteRead
-	// GrantedWrite lets peers write the region remotely only while it is
-	// granted (Region.Grant): a receive buffer open for the transfer a
-	// receiver agreed to, closed the rest of the time.
+	// GrantedWrite lets a peer write the region remotely only while it
+	// is granted to that peer (Region.Grant): a receive buffer open to the
+	// one sender whose transfer the receiver agreed to, closed to everyone
+	// the rest of the time.
 	GrantedWrite
 )
 
@@ -100,7 +101,23 @@ type Region struct {
 	buf    []byte
 	inUse  atomic.Int64
 	live   atomic.Bool
-	grants atomic.Int32 // GrantedWrite: open to remote writes while above 0
+
+	gmu    sync.Mutex // guards grants
+	grants []grant    // GrantedWrite: who may write now
+}
+
+// Grantee names the one writer a grant admits: the number of the VI the
+// writes arrive on, or an identity the caller of Fill passes for writes
+// that come another way.
+type Grantee uint32
+
+// AnyWriter is the writer of a remote write into a region registered
+// with RemoteWrite: grants do not apply.
+const AnyWriter Grantee = 0xFFFFFFFF
+
+type grant struct {
+	who Grantee
+	n   int32
 }
 
 // Handle returns the region's wire name.
@@ -138,20 +155,57 @@ func (r *Region) Acquire() error {
 // Release undoes one Acquire.
 func (r *Region) Release() { r.inUse.Add(-1) }
 
-// Grant opens a GrantedWrite region to remote writes until the matching
-// Revoke; grants nest (two transfers into one region need two).
-func (r *Region) Grant() { r.grants.Add(1) }
+// Grant opens a GrantedWrite region to remote writes by who until the
+// matching Revoke; grants nest (two transfers from one writer need two).
+func (r *Region) Grant(who Grantee) {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	for i := range r.grants {
+		if r.grants[i].who == who {
+			r.grants[i].n++
+			return
+		}
+	}
+	r.grants = append(r.grants, grant{who: who, n: 1})
+}
 
-// Revoke undoes one Grant.
-func (r *Region) Revoke() { r.grants.Add(-1) }
+// Revoke undoes one Grant to who; without one it does nothing.
+func (r *Region) Revoke(who Grantee) {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	for i := range r.grants {
+		if r.grants[i].who == who {
+			if r.grants[i].n--; r.grants[i].n == 0 {
+				r.grants = append(r.grants[:i], r.grants[i+1:]...)
+			}
+			return
+		}
+	}
+}
 
-// Granted reports whether a GrantedWrite region is open to remote writes.
-func (r *Region) Granted() bool { return r.grants.Load() > 0 }
+// Granted reports whether the region is granted to anyone.
+func (r *Region) Granted() bool {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	return len(r.grants) > 0
+}
 
-// rights is what the region allows now: GrantedWrite is RemoteWrite while
-// granted.
-func (r *Region) rights() Access {
-	if r.access&GrantedWrite != 0 && r.grants.Load() > 0 {
+// GrantedTo reports whether who may write the region now.
+func (r *Region) GrantedTo(who Grantee) bool {
+	r.gmu.Lock()
+	defer r.gmu.Unlock()
+	for _, g := range r.grants {
+		if g.who == who {
+			return true
+		}
+	}
+	return false
+}
+
+// rights is what the region allows who now: GrantedWrite is RemoteWrite
+// while granted to who.
+func (r *Region) rights(who Grantee) Access {
+	if r.access&GrantedWrite != 0 && who != AnyWriter && r.GrantedTo(who) {
 		return r.access | RemoteWrite
 	}
 	return r.access
@@ -253,8 +307,8 @@ func (t *Table) Stats() Stats {
 		AccessDenied: t.access.Load(), OutOfBounds: t.bounds.Load()}
 }
 
-// check validates a remote access of n bytes at off; t.mu is held.
-func (t *Table) check(h Handle, tag PTag, need Access, off, n uint64) (*Region, error) {
+// check validates a remote access of n bytes at off by who; t.mu is held.
+func (t *Table) check(h Handle, tag PTag, need Access, off, n uint64, who Grantee) (*Region, error) {
 	r, ok := t.regions[h]
 	switch {
 	case !ok:
@@ -263,7 +317,7 @@ func (t *Table) check(h Handle, tag PTag, need Access, off, n uint64) (*Region, 
 	case r.tag != tag:
 		t.ptag.Add(1)
 		return nil, ErrPTag
-	case r.rights()&need != need:
+	case r.rights(who)&need != need:
 		t.access.Add(1)
 		if need&RemoteWrite != 0 && r.access&GrantedWrite != 0 {
 			return nil, ErrNotGranted
@@ -289,17 +343,17 @@ func size(n int) uint64 {
 // Check validates a remote access without moving data, counting refusals.
 func (t *Table) Check(h Handle, tag PTag, need Access, off uint64, n int) error {
 	t.mu.RLock()
-	_, err := t.check(h, tag, need, off, size(n))
+	_, err := t.check(h, tag, need, off, size(n), AnyWriter)
 	t.mu.RUnlock()
 	return err
 }
 
-// CopyIn is the target side of an RDMA write: it checks, then copies data to
-// offset off of region h. A refused access writes nothing.
-func (t *Table) CopyIn(h Handle, tag PTag, off uint64, data []byte) error {
+// CopyIn is the target side of an RDMA write by who: it checks, then copies
+// data to offset off of region h. A refused access writes nothing.
+func (t *Table) CopyIn(h Handle, tag PTag, who Grantee, off uint64, data []byte) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, err := t.check(h, tag, RemoteWrite, off, uint64(len(data)))
+	r, err := t.check(h, tag, RemoteWrite, off, uint64(len(data)), who)
 	if err != nil {
 		return err
 	}
@@ -313,10 +367,10 @@ func (t *Table) CopyIn(h Handle, tag PTag, off uint64, data []byte) error {
 // of a write that is refused is refused, whichever arrives first, and none
 // of it lands. A fragment that does not lie inside its write is refused as
 // out of bounds. Like CopyIn, it writes nothing when it fails.
-func (t *Table) CopyInAt(h Handle, tag PTag, off, total, at uint64, data []byte) error {
+func (t *Table) CopyInAt(h Handle, tag PTag, who Grantee, off, total, at uint64, data []byte) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, err := t.check(h, tag, RemoteWrite, off, total)
+	r, err := t.check(h, tag, RemoteWrite, off, total, who)
 	if err != nil {
 		return err
 	}
@@ -333,7 +387,7 @@ func (t *Table) CopyInAt(h Handle, tag PTag, off, total, at uint64, data []byte)
 func (t *Table) CopyOut(h Handle, tag PTag, off uint64, dst []byte) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, err := t.check(h, tag, RemoteRead, off, uint64(len(dst)))
+	r, err := t.check(h, tag, RemoteRead, off, uint64(len(dst)), AnyWriter)
 	if err != nil {
 		return err
 	}
@@ -346,10 +400,10 @@ func (t *Table) CopyOut(h Handle, tag PTag, off uint64, dst []byte) error {
 // write of n bytes at offset off of region h as CopyIn does, then lets fill
 // place them. The region cannot be deregistered while fill runs. fill's
 // error is returned as it is.
-func (t *Table) Fill(h Handle, tag PTag, off uint64, n int, fill func(dst []byte) error) error {
+func (t *Table) Fill(h Handle, tag PTag, who Grantee, off uint64, n int, fill func(dst []byte) error) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	r, err := t.check(h, tag, RemoteWrite, off, size(n))
+	r, err := t.check(h, tag, RemoteWrite, off, size(n), who)
 	if err != nil {
 		return err
 	}

@@ -164,10 +164,11 @@ func (p *Provider) release(segs []descriptors.Segment) {
 
 // FillMemory is the target side of an RDMA write made outside the
 // provider, by a transport between processes of one host: it checks a
-// write of n bytes at offset off of region h as a remote write from a VI
-// of protection tag ptag would be checked, then lets fill place the bytes.
-func (p *Provider) FillMemory(h descriptors.MemHandle, ptag PTag, off uint64, n int, fill func(dst []byte) error) error {
-	if err := p.mem.Fill(rdma.Handle(h), ptag, off, n, fill); err != nil {
+// write of n bytes at offset off of region h as a remote write by who from
+// a VI of protection tag ptag would be checked, then lets fill place the
+// bytes.
+func (p *Provider) FillMemory(h descriptors.MemHandle, ptag PTag, who rdma.Grantee, off uint64, n int, fill func(dst []byte) error) error {
+	if err := p.mem.Fill(rdma.Handle(h), ptag, who, off, n, fill); err != nil {
 		return fmt.Errorf("vi: fill region %#x: %w", uint32(h), err)
 	}
 	return nil

@@ -258,9 +258,11 @@ type protCase struct {
 	access Access // the target region's rights
 	other  bool   // register the region under another protection tag
 	bogus  bool   // aim at a handle that names nothing
-	off    uint64
-	n      int
-	reason func(rdma.Stats) uint64
+	// grantTo, if set, grants the (AccessGrantedWrite) region to a writer
+	grantTo func(e *rdmaEnv) rdma.Grantee
+	off     uint64
+	n       int
+	reason  func(rdma.Stats) uint64
 }
 
 var protCases = []protCase{
@@ -286,6 +288,11 @@ var protCases = []protCase{
 		reason: func(s rdma.Stats) uint64 { return s.OutOfBounds }},
 	{name: "overflow-read", op: opRead, access: AccessRDMARead, off: math.MaxUint64 - 10, n: 100,
 		reason: func(s rdma.Stats) uint64 { return s.OutOfBounds }},
+	{name: "write-not-granted", op: opWrite, access: AccessGrantedWrite, n: 100,
+		reason: func(s rdma.Stats) uint64 { return s.AccessDenied }},
+	{name: "write-granted-to-another-vi", op: opWriteImm, access: AccessGrantedWrite, n: 100,
+		grantTo: func(e *rdmaEnv) rdma.Grantee { return e.vb.Grantee() + 1 },
+		reason:  func(s rdma.Stats) uint64 { return s.AccessDenied }},
 }
 
 // TestRDMAProtection aims each kind of violation at a target: the
@@ -316,6 +323,11 @@ func runProtCase(t *testing.T, e *rdmaEnv, c protCase) {
 	orig := append([]byte(nil), region...)
 	rh, err := e.b.p.RegisterMemory(region, tag, c.access)
 	mustf(t, err, "register target")
+	if c.grantTo != nil {
+		r, err := e.b.p.QueryMemory(rh)
+		mustf(t, err, "query target")
+		r.Grant(c.grantTo(e))
+	}
 	// A valid region the follow-up reads use: they must be flushed.
 	good := make([]byte, 100)
 	gh, err := e.b.p.RegisterMemory(good, e.b.ptag, AccessRDMARead)
@@ -569,5 +581,33 @@ func TestRDMAUnreliableRefusedWrite(t *testing.T) {
 	checkBytes(t, "region", region, orig, 10, len(src))
 	if st := e.va.State(); st != Connected {
 		t.Fatalf("unreliable initiator %v after a refusal", st)
+	}
+}
+
+// TestRDMAGrantedWrite: a write into a region open only to granted writers
+// lands when the region is granted to the VI the write arrives on.
+func TestRDMAGrantedWrite(t *testing.T) {
+	e := newRDMAEnv(t, ReliableReception, 7, memnic.Faults{}, Options{})
+	ctx := ctxT(t, 20*time.Second)
+	region := make([]byte, 5000)
+	rh, err := e.b.p.RegisterMemory(region, e.b.ptag, AccessGrantedWrite)
+	mustf(t, err, "register target")
+	r, err := e.b.p.QueryMemory(rh)
+	mustf(t, err, "query target")
+	r.Grant(e.vb.Grantee())
+	data := make([]byte, 4000)
+	pattern(5, data)
+	lh, err := e.a.p.RegisterMemory(data, e.a.ptag, 0)
+	mustf(t, err, "register local")
+	d := &descriptors.Descriptor{Control: descriptors.Control{Op: descriptors.OpRDMAWrite}, Segments: split(data, lh),
+		Address: descriptors.AddressSegment{Handle: rh, Offset: 500}}
+	mustf(t, e.va.PostSend(d), "post")
+	got, err := e.va.SendWait(ctx)
+	mustf(t, err, "send wait")
+	if got.Status != descriptors.StatusDone {
+		t.Fatalf("status %v", got.Status)
+	}
+	if !bytes.Equal(region[500:4500], data) {
+		t.Fatal("the granted write did not land")
 	}
 }

@@ -84,7 +84,7 @@ func (v *VI) place(now reliability.Time, h *reliability.Header, payload []byte) 
 		// The whole write, [raddr-offset, +msglen), is checked with every
 		// fragment, before any byte moves.
 		base := h.RAddr - uint64(h.Offset)
-		if err := v.p.mem.CopyInAt(rdma.Handle(h.RKey), v.attrs.PTag, base, uint64(h.MsgLen), uint64(h.Offset), payload); err != nil {
+		if err := v.p.mem.CopyInAt(rdma.Handle(h.RKey), v.attrs.PTag, v.Grantee(), base, uint64(h.MsgLen), uint64(h.Offset), payload); err != nil {
 			v.refuse(now, h, err, false)
 			return false
 		}

@@ -208,6 +208,11 @@ func (p *Provider) NewVI(a Attributes) (*VI, error) {
 	return v, nil
 }
 
+// Grantee is the writer identity of this VI's incoming RDMA writes: a
+// region registered with AccessGrantedWrite takes them only while granted
+// to it (rdma.Region.Grant).
+func (v *VI) Grantee() rdma.Grantee { return rdma.Grantee(v.id) }
+
 // ID is the VI's number on its provider, as carried in frames.
 func (v *VI) ID() uint16 { return v.id }
 
