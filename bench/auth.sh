@@ -18,16 +18,30 @@ module=${MODULE:-mplite}
 rate=${RATE:-1gbit}
 . "$(dirname "$0")/npsample.sh"
 go build -o "$work/" ./cmd/netpipe
-np() { "$work/netpipe" -local -module "$module" -full -progress off -o "$work/np.out" "$@"; }
+# The kernel tears a run's namespaces down after the run ends; the pause
+# keeps that work out of the next run, and the order of on and off
+# alternates between rounds so that neither always comes first.
+np() { sleep 2; "$work/netpipe" -local -module "$module" -full -progress off -o "$work/np.out" "$@"; }
+pair() { # kind sizes...: on and off, in this round's order
+	kind=$1
+	shift
+	if [ $((r % 2)) = 1 ]; then
+		run "on$suffix" "$kind" np "$@"
+		run "off$suffix" "$kind" np -auth=false "$@"
+	else
+		run "off$suffix" "$kind" np -auth=false "$@"
+		run "on$suffix" "$kind" np "$@"
+	fi
+}
 for r in $(seq "$rounds"); do
 	for kind in lat bw; do
 		eval "sz=\$sizes_$kind"
-		run on "$kind" np $sz
-		run off "$kind" np -auth=false $sz
+		suffix=
+		pair "$kind" $sz
 		run ompi "$kind" sh bench/ompi-netpipe.sh "$work/np.out" $sz
 	done
-	run on-rate bw np -rate "$rate" $sizes_bw
-	run off-rate bw np -auth=false -rate "$rate" $sizes_bw
+	suffix=-rate
+	pair bw -rate "$rate" $sizes_bw
 done
 echo "== medians of $rounds rounds: 1-byte latency (us), 4 MiB bandwidth (Mbit/s)"
 for s in "on lat" "off lat" "ompi lat" "on bw" "off bw" "ompi bw" "on-rate bw" "off-rate bw"; do
