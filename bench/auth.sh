@@ -11,11 +11,13 @@
 # bandwidth). Needs root, an idle machine, Go, openmpi-bin and
 # netpipe-openmpi.
 #
-#   bench/auth.sh [ROUNDS]      (default 5; MODULE=mplite, RATE=1gbit)
+#   bench/auth.sh [ROUNDS]      (default 5; MODULE=mplite, RATE=1gbit,
+#                               KINDS="lat bw rate" or a part of it)
 set -eu
 rounds=${1:-5}
 module=${MODULE:-mplite}
 rate=${RATE:-1gbit}
+kinds=${KINDS:-lat bw rate}
 . "$(dirname "$0")/npsample.sh"
 go build -o "$work/" ./cmd/netpipe
 # The kernel tears a run's namespaces down after the run ends; the pause
@@ -33,24 +35,27 @@ pair() { # kind sizes...: on and off, in this round's order
 		run "on$suffix" "$kind" np "$@"
 	fi
 }
+has() { case " $kinds " in *" $1 "*) return 0 ;; esac; return 1; }
 for r in $(seq "$rounds"); do
 	for kind in lat bw; do
+		has "$kind" || continue
 		eval "sz=\$sizes_$kind"
 		suffix=
 		pair "$kind" $sz
 		run ompi "$kind" sh bench/ompi-netpipe.sh "$work/np.out" $sz
 	done
-	suffix=-rate
-	pair bw -rate "$rate" $sizes_bw
+	if has rate; then
+		suffix=-rate
+		pair bw -rate "$rate" $sizes_bw
+	fi
 done
 echo "== medians of $rounds rounds: 1-byte latency (us), 4 MiB bandwidth (Mbit/s)"
-for s in "on lat" "off lat" "ompi lat" "on bw" "off bw" "ompi bw" "on-rate bw" "off-rate bw"; do
-	set -- $s
-	v=$(median "$1" "$2")
-	echo "$1 $2 $v"
-	eval "$(echo "$1" | tr - _)_$2=$v"
-done
-awk -v a="$on_lat" -v b="$off_lat" -v o="$ompi_lat" -v c="$on_bw" -v d="$off_bw" -v p="$ompi_bw" -v e="$on_rate_bw" -v f="$off_rate_bw" 'BEGIN{
-	printf "latency: on/off %.3f (goal <= 1.05); on/Open MPI %.2f, off/Open MPI %.2f\n", a/b, a/o, b/o
-	printf "bandwidth, unlimited: on/off %.3f (goal >= 0.95); on/Open MPI %.2f\n", c/d, c/p
-	printf "bandwidth at the line rate: on/off %.3f (goal >= 0.95)\n", e/f }'
+ratio() { # what a b kind goal
+	awk -v w="$1" -v a="$(median "$2" "$4")" -v b="$(median "$3" "$4")" -v g="$5" \
+		'BEGIN{ if (a != "" && b != "") printf "%s: %s / %s = %.3f (%s)\n", w, a, b, a/b, g }'
+}
+ratio "latency, on/off" on off lat "goal <= 1.05"
+ratio "latency, on/Open MPI" on ompi lat "lower is better"
+ratio "bandwidth, unlimited, on/off" on off bw "goal >= 0.95"
+ratio "bandwidth, unlimited, on/Open MPI" on ompi bw "higher is better"
+ratio "bandwidth at $rate, on/off" on-rate off-rate bw "goal >= 0.95"
