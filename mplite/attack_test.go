@@ -9,33 +9,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethervia/ethervia/internal/hostile"
 	"github.com/ethervia/ethervia/mplite"
 	"github.com/ethervia/ethervia/nic"
-	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/nic/memnic"
-	"github.com/ethervia/ethervia/reliability"
-	"github.com/ethervia/ethervia/vi"
 )
 
 // attacker is a host on the job's switch without the secret. It sees every
-// frame (a hub, or a mirrored port) and sends, in rounds: captured frames
-// as they were (replays), captured frames with their tag cut off, a byte
-// changed and the CRC made good again, connection requests claiming a
-// rank's address to a rank it has not talked to yet (impersonation), a
-// flood of connection requests from made-up addresses, and datagrams to
-// the job's multicast groups.
+// frame (a hub, or a mirrored port) and sends a round of hostile frames
+// (package hostile) every 300µs.
 type attacker struct {
-	port     *memnic.Port
-	job      uint32
-	ranks    [][6]byte // every rank's MAC
-	captured [][]byte
-	sent     atomic.Int64
-	stop     chan struct{}
-	done     chan struct{}
+	port *memnic.Port
+	h    hostile.Attacker
+	sent atomic.Int64
+	stop chan struct{}
+	done chan struct{}
 }
 
-func newAttacker(port *memnic.Port, job uint32, ranks [][6]byte, captured [][]byte) *attacker {
-	return &attacker{port: port, job: job, ranks: ranks, captured: captured, stop: make(chan struct{}), done: make(chan struct{})}
+func newAttacker(port *memnic.Port, job uint32, ranks [][6]byte, replay [][]byte) *attacker {
+	self, _ := nic.MAC(port.HardwareAddr())
+	return &attacker{port: port, h: hostile.Attacker{Job: job, Self: self, Ranks: ranks, Replay: replay},
+		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (a *attacker) run(seed uint64) {
@@ -53,57 +47,14 @@ func (a *attacker) run(seed uint64) {
 		}
 		n, _ := a.port.Recv(bufs, lens)
 		for i := range n {
-			if len(a.captured) < 4096 {
-				a.captured = append(a.captured, bytes.Clone(bufs[i][:lens[i]]))
-			}
+			a.h.Capture(bufs[i][:lens[i]])
 		}
-		a.port.Send(a.round(rng))
+		out := a.h.Round(rng, false)
+		if m, _ := a.port.Send(out); m > 0 {
+			a.sent.Add(int64(m))
+		}
 		time.Sleep(300 * time.Microsecond)
 	}
-}
-
-// round builds one round of hostile frames.
-func (a *attacker) round(rng *rand.Rand) [][]byte {
-	var out [][]byte
-	if k := len(a.captured); k > 0 {
-		f := a.captured[rng.IntN(k)]
-		out = append(out, bytes.Clone(f)) // a replay, byte for byte
-		var h reliability.Header
-		if len(f) > reliability.HeaderLen+auth.TrailerLen && reliability.Parse(f, &h) == nil {
-			g := bytes.Clone(f[:len(f)-auth.TrailerLen])
-			g[len(g)-1] ^= 0x5a
-			reliability.Seal(g) // a good CRC and job key, no tag
-			out = append(out, g)
-		}
-	}
-	me, victim := a.ranks[len(a.ranks)-1], a.ranks[1] // the last rank, to rank 1
-	out = append(out, a.request(reliability.KindPeerReq, me, victim))
-	var made [6]byte
-	made[0] = 0x02
-	for i := 1; i < 6; i++ {
-		made[i] = byte(rng.IntN(256))
-	}
-	out = append(out, a.request(reliability.KindConnReq, made, a.ranks[rng.IntN(len(a.ranks))]))
-	pl := make([]byte, 64)
-	for i := range pl {
-		pl[i] = byte(rng.IntN(256))
-	}
-	dg := make([]byte, vi.DatagramHeaderLen+len(pl))
-	group := nic.GroupMAC(a.job, uint32(rng.IntN(4)))
-	if n, err := vi.PutDatagram(dg, &vi.Datagram{Dst: group, Src: a.ranks[0], DstEP: nic.EndpointAll, EtherType: nic.DefaultEtherType,
-		Kind: vi.MinDatagramKind + uint8(rng.IntN(4)), JobKey: a.job, Payload: pl}); err == nil {
-		out = append(out, dg[:n])
-	}
-	a.sent.Add(int64(len(out)))
-	return out
-}
-
-// request is a connection request from src to dst with a good CRC.
-func (a *attacker) request(kind reliability.Kind, src, dst [6]byte) []byte {
-	f := make([]byte, reliability.HeaderLen+16)
-	reliability.Put(f, &reliability.Header{Dst: dst, Src: src, EtherType: nic.DefaultEtherType, Kind: kind, JobKey: a.job,
-		SrcVI: 1, ConnID: 7, Length: 16})
-	return f
 }
 
 func (a *attacker) finish() {
@@ -226,7 +177,7 @@ func TestAttackerWithoutSecret(t *testing.T) {
 			if atk != nil {
 				atk.finish()
 				if job == 0 {
-					captured = atk.captured
+					captured = atk.h.Captured
 				}
 			}
 			noErrors(t, errs)

@@ -14,31 +14,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethervia/ethervia/mplite/bootstrap"
+	"github.com/ethervia/ethervia/internal/hostile"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/afpacket"
 	"github.com/ethervia/ethervia/nic/auth"
-	"github.com/ethervia/ethervia/reliability"
-	"github.com/ethervia/ethervia/vi"
 )
 
 // hubAttacker is a host on the job's bridge, which floods it every frame
 // (ageing 0: the bridge learns nothing), without the job's secret. It
-// keeps what it sees and sends, round after round: replays, captured
-// frames with the tag cut off, a byte changed and the CRC made good,
-// connection requests in a rank's name, a flood of requests from made-up
-// addresses, datagrams to the job's multicast groups, and bootstrap
-// announcements claiming every rank, of the right job size and of others.
+// keeps what it sees and sends a round of hostile frames (package
+// hostile), bootstrap announcements included, every 500µs.
 type hubAttacker struct {
-	dev      nic.Device
-	job      uint32
-	size     int
-	ranks    [][6]byte
-	captured [][]byte
-	replay   [][]byte // a former job's frames, sent as they were
-	sent     atomic.Int64
-	stop     chan struct{}
-	done     chan struct{}
+	dev  nic.Device
+	h    hostile.Attacker
+	sent atomic.Int64
+	stop chan struct{}
+	done chan struct{}
 }
 
 func (a *hubAttacker) run(seed uint64) {
@@ -48,8 +39,7 @@ func (a *hubAttacker) run(seed uint64) {
 	for i := range bufs {
 		bufs[i] = make([]byte, nic.RecvBufLen(a.dev.MTU()))
 	}
-	self, _ := nic.MAC(a.dev.HardwareAddr())
-	for i := 0; ; i++ {
+	for {
 		select {
 		case <-a.stop:
 			return
@@ -57,56 +47,13 @@ func (a *hubAttacker) run(seed uint64) {
 		}
 		n, _ := a.dev.Recv(bufs, lens)
 		for k := range n {
-			if len(a.captured) < 8192 && !bytes.Equal(bufs[k][6:12], self[:]) {
-				a.captured = append(a.captured, bytes.Clone(bufs[k][:lens[k]]))
-			}
+			a.h.Capture(bufs[k][:lens[k]])
 		}
-		var out [][]byte
-		if k := len(a.captured); k > 0 {
-			f := a.captured[rng.IntN(k)]
-			out = append(out, f)
-			var h reliability.Header
-			if len(f) > reliability.HeaderLen+auth.TrailerLen && reliability.Parse(f, &h) == nil {
-				g := bytes.Clone(f[:len(f)-auth.TrailerLen])
-				g[len(g)-1] ^= 0x5a
-				reliability.Seal(g)
-				out = append(out, g)
-			}
-		}
-		if k := len(a.replay); k > 0 {
-			out = append(out, a.replay[rng.IntN(k)])
-		}
-		out = append(out, a.request(reliability.KindPeerReq, a.ranks[a.size-1], a.ranks[1]))
-		made := [6]byte{0x02, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))}
-		out = append(out, a.request(reliability.KindConnReq, made, a.ranks[rng.IntN(a.size)]))
-		pl := make([]byte, 64)
-		for j := range pl {
-			pl[j] = byte(rng.IntN(256))
-		}
-		dg := make([]byte, vi.DatagramHeaderLen+len(pl))
-		if m, err := vi.PutDatagram(dg, &vi.Datagram{Dst: nic.GroupMAC(a.job, uint32(rng.IntN(4))), Src: a.ranks[0], DstEP: nic.EndpointAll,
-			EtherType: nic.DefaultEtherType, Kind: vi.MinDatagramKind + uint8(rng.IntN(4)), JobKey: a.job, Payload: pl}); err == nil {
-			out = append(out, dg[:m])
-		}
-		ann := make([]byte, bootstrap.FrameLen)
-		size := a.size
-		if i%2 == 0 {
-			size = 99
-		}
-		bootstrap.Put(ann, bootstrap.Announcement{Src: self, Rank: i % a.size, Size: size}, nic.DefaultEtherType, a.job)
-		out = append(out, ann)
-		if m, _ := a.dev.Send(out); m > 0 {
+		if m, _ := a.dev.Send(a.h.Round(rng, true)); m > 0 {
 			a.sent.Add(int64(m))
 		}
 		time.Sleep(500 * time.Microsecond)
 	}
-}
-
-func (a *hubAttacker) request(kind reliability.Kind, src, dst [6]byte) []byte {
-	f := make([]byte, reliability.HeaderLen+16)
-	reliability.Put(f, &reliability.Header{Dst: dst, Src: src, EtherType: nic.DefaultEtherType, Kind: kind, JobKey: a.job,
-		SrcVI: 1, ConnID: 7, Length: 16})
-	return f
 }
 
 // TestAttackerOnTheSwitch runs mpitest (every byte checked, multicast
@@ -145,7 +92,9 @@ func TestAttackerOnTheSwitch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			atk := &hubAttacker{dev: dev, job: job, size: n, ranks: ranks, replay: former, stop: make(chan struct{}), done: make(chan struct{})}
+			self, _ := nic.MAC(dev.HardwareAddr())
+			atk := &hubAttacker{dev: dev, h: hostile.Attacker{Job: job, Self: self, Ranks: ranks, Replay: former},
+				stop: make(chan struct{}), done: make(chan struct{})}
 			go atk.run(uint64(round))
 			stopped := false
 			stop := func() {
@@ -197,7 +146,7 @@ func TestAttackerOnTheSwitch(t *testing.T) {
 				t.Logf("output:\n%s", all)
 			}
 			// The next job is replayed this one's frames.
-			former = atk.captured
+			former = atk.h.Captured
 		})
 	}
 }

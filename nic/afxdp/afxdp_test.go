@@ -92,17 +92,6 @@ func collect(t testing.TB, d *Device, want int, idle time.Duration) [][]byte {
 	return got
 }
 
-func sendAll(t testing.TB, d *Device, frames [][]byte) {
-	t.Helper()
-	for len(frames) > 0 {
-		n, err := d.Send(frames)
-		if err != nil {
-			t.Fatalf("send: %v", err)
-		}
-		frames = frames[n:]
-	}
-}
-
 func TestBatchesBothWays(t *testing.T) {
 	_, a, b := openPair(t, 0, Config{})
 	for _, dir := range []struct {
@@ -119,7 +108,7 @@ func TestBatchesBothWays(t *testing.T) {
 				batch = append(batch, testFrame(60+int(seq)%900, dir.dst, dir.src, seq))
 				seq++
 			}
-			sendAll(t, dir.src, batch)
+			nictest.SendAll(t, dir.src, batch)
 			got := collect(t, dir.dst, len(batch), time.Second)
 			if len(got) != len(batch) {
 				t.Fatalf("%s: %d of %d frames arrived", dir.name, len(got), len(batch))
@@ -161,7 +150,7 @@ func TestEverySize(t *testing.T) {
 					batch = append(batch, testFrame(s, b, a, seq))
 					seq++
 				}
-				sendAll(t, a, batch)
+				nictest.SendAll(t, a, batch)
 				got := collect(t, b, len(batch), time.Second)
 				if len(got) != len(batch) {
 					t.Fatalf("sizes %d..: %d of %d frames arrived", size, len(got), len(batch))
@@ -316,7 +305,7 @@ func TestIPTrafficStillWorks(t *testing.T) {
 	defer ca.Close()
 	for i := 0; i < 5; i++ {
 		// Ethervia frames in flight at the same time.
-		sendAll(t, a, [][]byte{testFrame(200, b, a, uint32(i))})
+		nictest.SendAll(t, a, [][]byte{testFrame(200, b, a, uint32(i))})
 		msg := fmt.Sprintf("hello %d", i)
 		if _, err := ca.Write([]byte(msg)); err != nil {
 			t.Fatal(err)
@@ -403,7 +392,7 @@ func TestFaultDrop(t *testing.T) {
 			batch = append(batch, testFrame(128, b, a, seq))
 			seq++
 		}
-		sendAll(t, a, batch)
+		nictest.SendAll(t, a, batch)
 		for {
 			k, err := b.Recv(bufs, lens)
 			if err != nil {
@@ -448,7 +437,7 @@ func TestFaultDrop(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		batch = append(batch, testFrame(128, b, a, uint32(i)))
 	}
-	sendAll(t, a, batch)
+	nictest.SendAll(t, a, batch)
 	if got := collect(t, b, 200, time.Second); len(got) != 200 {
 		t.Fatalf("with the fault stage off, %d of 200 frames arrived", len(got))
 	}
@@ -521,8 +510,8 @@ func TestChunkOwnership(t *testing.T) {
 			ab = append(ab, testFrame(100+i, b, a, uint32(i)))
 			ba = append(ba, testFrame(100+i, a, b, uint32(i)))
 		}
-		sendAll(t, a, ab)
-		sendAll(t, b, ba)
+		nictest.SendAll(t, a, ab)
+		nictest.SendAll(t, b, ba)
 		if got := collect(t, b, len(ab), time.Second); len(got) != len(ab) {
 			t.Fatalf("round %d: %d of %d frames to B", round, len(got), len(ab))
 		}
@@ -667,7 +656,7 @@ func TestSharedSteeringTwoQueues(t *testing.T) {
 		for i := 0; i < 100; i++ {
 			batch = append(batch, testFrame(100+q, bs[q], as[q], uint32(i)))
 		}
-		sendAll(t, as[q], batch)
+		nictest.SendAll(t, as[q], batch)
 		got := collect(t, bs[q], len(batch), time.Second)
 		if len(got) != len(batch) {
 			t.Fatalf("queue %d: %d of %d frames arrived", q, len(got), len(batch))
@@ -685,7 +674,7 @@ func TestSharedSteeringTwoQueues(t *testing.T) {
 	// no single Device, so their RxForeign leaves it out.
 	other := testFrame(100, bs[1], as[1], 9)
 	other[nic.OffJobKey] ^= 0x40
-	sendAll(t, as[1], [][]byte{other})
+	nictest.SendAll(t, as[1], [][]byte{other})
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
 		c, err := sb.Counters()
 		if err != nil {
@@ -707,7 +696,7 @@ func TestSharedSteeringTwoQueues(t *testing.T) {
 	if err := bs[0].Close(); err != nil {
 		t.Fatal(err)
 	}
-	sendAll(t, as[1], [][]byte{testFrame(100, bs[1], as[1], 7)})
+	nictest.SendAll(t, as[1], [][]byte{testFrame(100, bs[1], as[1], 7)})
 	if got := collect(t, bs[1], 1, time.Second); len(got) != 1 {
 		t.Fatal("queue 1 stopped receiving when queue 0's Device closed")
 	}
@@ -715,7 +704,7 @@ func TestSharedSteeringTwoQueues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sendAll(t, as[0], [][]byte{testFrame(100, bs[0], as[0], 8)})
+	nictest.SendAll(t, as[0], [][]byte{testFrame(100, bs[0], as[0], 8)})
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		c, err := sb.Counters()
@@ -757,7 +746,7 @@ func TestLinkDownAndGone(t *testing.T) {
 	if err := h.LinkSetUp(l); err != nil {
 		t.Fatal(err)
 	}
-	sendAll(t, a, [][]byte{f2})
+	nictest.SendAll(t, a, [][]byte{f2})
 	got := collect(t, b, 2, time.Second)
 	if len(got) != 2 || string(got[0]) != string(f1) || string(got[1]) != string(f2) {
 		t.Fatalf("after the link came back %d frames arrived, want the queued one and the new one", len(got))
@@ -897,7 +886,7 @@ func TestWaitWakesOnFrame(t *testing.T) {
 		t.Fatalf("Wait returned %v with nothing sent", err)
 	default:
 	}
-	sendAll(t, a, [][]byte{testFrame(80, b, a, 1)})
+	nictest.SendAll(t, a, [][]byte{testFrame(80, b, a, 1)})
 	select {
 	case err := <-woke:
 		if err != nil {
@@ -942,7 +931,7 @@ func TestFlowRuleOnVeth(t *testing.T) {
 		t.Fatalf("FlowRuleErr %v, want ErrNoFlowRules", d.FlowRuleErr())
 	}
 	b := v.b.open(t, Config{Config: nic.Config{JobKey: testJob}})
-	sendAll(t, b, [][]byte{testFrame(100, d, b, 1)})
+	nictest.SendAll(t, b, [][]byte{testFrame(100, d, b, 1)})
 	if got := collect(t, d, 1, time.Second); len(got) != 1 {
 		t.Fatalf("received %d frames", len(got))
 	}

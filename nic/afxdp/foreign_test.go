@@ -77,7 +77,7 @@ func TestForeignCountedTestbed(t *testing.T) {
 			mk(100, seq+1, nil),
 			mk(nic.PrefixLen, seq+2, nil),
 		}
-		sendAll(t, a, batch)
+		nictest.SendAll(t, a, batch)
 		got = append(got, r.Collect(t, goodPerRound, time.Second)...)
 	}
 	st := b.Stats().Sub(before)

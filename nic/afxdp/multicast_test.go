@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/nic"
+	"github.com/ethervia/ethervia/nic/nictest"
 )
 
 // devMcast returns the link-layer multicast addresses of iface as listed in
@@ -65,7 +66,7 @@ func TestMulticastJoinLeave(t *testing.T) {
 		t.Fatalf("group address %v missing from dev_mcast after the join: %v", gm, devMcast(t, v.b))
 	}
 	want := frame(make([]byte, 200), gm, a.HardwareAddr(), nic.DefaultEtherType, testJob, 7)
-	sendAll(t, a, [][]byte{want})
+	nictest.SendAll(t, a, [][]byte{want})
 	got := collect(t, b, 1, 200*time.Millisecond)
 	if len(got) != 1 || !bytes.Equal(got[0], want) {
 		t.Fatalf("group frame: got %d frames, want the one sent", len(got))

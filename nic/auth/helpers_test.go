@@ -68,11 +68,5 @@ func newBed(t testing.TB, key *auth.Key, withRogue bool) *bed {
 // send sends frames from d, failing t on an error.
 func send(t testing.TB, d nic.Device, frames ...[]byte) {
 	t.Helper()
-	for len(frames) > 0 {
-		n, err := d.Send(frames)
-		if err != nil {
-			t.Fatalf("send: %v", err)
-		}
-		frames = frames[n:]
-	}
+	nictest.SendAll(t, d, frames)
 }

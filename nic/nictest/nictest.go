@@ -113,7 +113,8 @@ func (r *Receiver) Collect(t testing.TB, want int, idle time.Duration) [][]byte 
 	return got
 }
 
-func sendAll(t testing.TB, d nic.Device, frames [][]byte) {
+// SendAll sends every frame of frames from d, failing t on an error.
+func SendAll(t testing.TB, d nic.Device, frames [][]byte) {
 	t.Helper()
 	for len(frames) > 0 {
 		n, err := d.Send(frames)
@@ -136,7 +137,7 @@ func testBatches(t *testing.T, p Pair) {
 			Frame(frames[i], p, dir.dst, dir.src, uint32(i))
 		}
 		before := dir.dst.Stats()
-		sendAll(t, dir.src, frames)
+		SendAll(t, dir.src, frames)
 		got := NewReceiver(dir.dst).Collect(t, n, time.Second)
 		if len(got) != n {
 			t.Fatalf("%s: %d of %d frames arrived", dir.name, len(got), n)
@@ -169,7 +170,7 @@ func testEverySize(t *testing.T, p Pair) {
 			Frame(f, p, p.B, p.A, seq+uint32(len(batch)))
 			batch = append(batch, f)
 		}
-		sendAll(t, p.A, batch)
+		SendAll(t, p.A, batch)
 		got := r.Collect(t, len(batch), time.Second)
 		if len(got) != len(batch) {
 			t.Fatalf("sizes %d..: %d of %d frames arrived", size, len(got), len(batch))
@@ -203,10 +204,10 @@ func testForeign(t *testing.T, p Pair) {
 		mk(4, func(f []byte) { binary.BigEndian.PutUint16(f[nic.OffEtherType:], 0x0806) }),
 	}
 	for round := 0; round < 50; round++ {
-		sendAll(t, p.A, foreign)
+		SendAll(t, p.A, foreign)
 	}
 	good := mk(5, nil)
-	sendAll(t, p.A, [][]byte{good})
+	SendAll(t, p.A, [][]byte{good})
 	got := NewReceiver(p.B).Collect(t, 2, 200*time.Millisecond)
 	if len(got) != 1 {
 		t.Fatalf("%d frames delivered, want only the good one", len(got))
@@ -248,7 +249,7 @@ func testWaitDeadline(t *testing.T, p Pair) {
 	// An expired Wait must leave the device usable.
 	f := make([]byte, 64)
 	Frame(f, p, p.B, p.A, 9)
-	sendAll(t, p.A, [][]byte{f})
+	SendAll(t, p.A, [][]byte{f})
 	got := NewReceiver(p.B).Collect(t, 1, time.Second)
 	if len(got) != 1 {
 		t.Fatal("no frame received after a Wait timed out")
@@ -269,7 +270,7 @@ func testAllocs(t *testing.T, p Pair) {
 	frames := [][]byte{f}
 	r := NewReceiver(p.B)
 	roundTrip := func() {
-		sendAll(t, p.A, frames)
+		SendAll(t, p.A, frames)
 		for {
 			n, err := p.B.Recv(r.bufs, r.lens)
 			if err != nil {
@@ -323,7 +324,7 @@ func testRecvBesideWait(t *testing.T, p Pair) {
 	bufs, lens := [][]byte{make([]byte, nic.RecvBufLen(p.B.MTU()))}, []int{0}
 	got := 0
 	for i := 0; i < 200; i++ {
-		sendAll(t, p.A, [][]byte{f})
+		SendAll(t, p.A, [][]byte{f})
 		deadline := time.Now().Add(2 * time.Second)
 		for {
 			n, err := p.B.Recv(bufs, lens)
@@ -385,7 +386,7 @@ func testInterrupt(t *testing.T, p Pair) {
 	}
 	f := make([]byte, 64)
 	Frame(f, p, p.B, p.A, 11)
-	sendAll(t, p.A, [][]byte{f})
+	SendAll(t, p.A, [][]byte{f})
 	if got := NewReceiver(p.B).Collect(t, 1, time.Second); len(got) != 1 {
 		t.Fatal("no frame received after Interrupts")
 	}
@@ -470,7 +471,7 @@ func testWaitThread(t *testing.T, p Pair) {
 	}
 	f := make([]byte, 64)
 	Frame(f, p, p.B, p.A, 3)
-	sendAll(t, p.A, [][]byte{f})
+	SendAll(t, p.A, [][]byte{f})
 	deadline := time.Now().Add(5 * time.Second)
 	if err := tw.WaitThread(deadline); err != nil {
 		t.Fatalf("WaitThread with a frame waiting returned %v", err)
