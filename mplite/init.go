@@ -226,7 +226,8 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		}
 		devs = append(devs, dev)
 	}
-	if !cfg.authOff && cfg.secret == nil && l == nil {
+	// Only the key-value exchange can hand on rank 0's secret.
+	if !cfg.authOff && cfg.secret == nil && (l == nil || e.hostfile != "") {
 		closeDevs()
 		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, ErrNoSecret)
 	}
