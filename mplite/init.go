@@ -204,6 +204,10 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		// A world of one needs no network.
 		return newComm(nil, false, 0, [][]net.HardwareAddr{{{0x02, 0, 0, 0, 0, 1}}}, nil, cfg)
 	}
+	// Only the key-value exchange can hand on rank 0's secret.
+	if !cfg.authOff && cfg.secret == nil && (l == nil || e.hostfile != "") {
+		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, ErrNoSecret)
+	}
 	cfg.jobKey = e.job
 	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job, Endpoint: e.endpoint}
 	devs := make([]nic.Device, 0, len(e.ifaces))
@@ -225,11 +229,6 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 			return nil, fmt.Errorf("mplite rank %d: init: %s: %w", e.rank, iface, err)
 		}
 		devs = append(devs, dev)
-	}
-	// Only the key-value exchange can hand on rank 0's secret.
-	if !cfg.authOff && cfg.secret == nil && (l == nil || e.hostfile != "") {
-		closeDevs()
-		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, ErrNoSecret)
 	}
 	// With a secret at hand even the discovery is authenticated; under a
 	// launcher without one, rank 0's comes with the addresses.
