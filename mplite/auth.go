@@ -68,15 +68,18 @@ func (c *config) authenticate(devs []nic.Device) error {
 	if c.authOff || c.secret == nil {
 		return nil
 	}
-	key, err := auth.NewKey(*c.secret, c.jobKey)
-	if err != nil {
-		return err
+	if c.authKey == nil {
+		key, err := auth.NewKey(*c.secret, c.jobKey)
+		if err != nil {
+			return err
+		}
+		c.authKey = key
 	}
 	for i, d := range devs {
 		if auth.Overhead(d) > 0 {
 			continue // already behind it
 		}
-		w, err := auth.Wrap(d, key, auth.Config{})
+		w, err := auth.Wrap(d, c.authKey, auth.Config{})
 		if err != nil {
 			return fmt.Errorf("rail %d: %w", i, err)
 		}

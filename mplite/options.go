@@ -77,6 +77,7 @@ type config struct {
 	secret           *auth.Secret // the job's shared secret (WithSecret, MPLITE_SECRET)
 	authOff          bool         // frames go without authentication tags
 	authSet          bool         // WithAuthentication chose: MPLITE_AUTH is ignored
+	authKey          *auth.Key    // derived from secret and jobKey once, by authenticate
 	eps              []uint16     // NewComm's and NewBondedComm's endpoints (WithEndpoints)
 	rails            int
 	faults           memnic.Faults

@@ -112,12 +112,17 @@ func (d *Device) seal(buf, f []byte) []byte {
 	d.counter++
 	binary.BigEndian.PutUint64(buf[n:], d.counter)
 	n += CounterLen
-	nonce := d.txNonce[:]
-	copy(nonce[0:6], f[6:12])
-	copy(nonce[6:8], f[nic.OffSrcEP:nic.OffSrcEP+2])
-	binary.BigEndian.PutUint64(nonce[8:], d.counter)
-	d.key.gcm.Seal(buf[n:n], nonce, nil, buf[:n])
+	d.key.gcm.Seal(buf[n:n], putNonce(&d.txNonce, f, d.counter), nil, buf[:n])
 	return buf[:n+TagLen]
+}
+
+// putNonce writes the nonce of frame's counter c: the frame's source MAC
+// and endpoint, then c.
+func putNonce(nonce *[16]byte, frame []byte, c uint64) []byte {
+	copy(nonce[0:6], frame[6:12])
+	copy(nonce[6:8], frame[nic.OffSrcEP:nic.OffSrcEP+2])
+	binary.BigEndian.PutUint64(nonce[8:], c)
+	return nonce[:]
 }
 
 // Recv receives frames and hands on those with a valid tag and a fresh
@@ -158,11 +163,7 @@ func (d *Device) accept(frame []byte) bool {
 		d.replayed.Add(1) // before the tag: a replay costs no GMAC
 		return false
 	}
-	nonce := d.rxNonce[:]
-	copy(nonce[0:6], src.MAC[:])
-	binary.BigEndian.PutUint16(nonce[6:8], src.EP)
-	binary.BigEndian.PutUint64(nonce[8:], c)
-	if _, err := d.key.gcm.Open(d.rxTag[:0], nonce, frame[n:], frame[:n]); err != nil {
+	if _, err := d.key.gcm.Open(d.rxTag[:0], putNonce(&d.rxNonce, frame, c), frame[n:], frame[:n]); err != nil {
 		d.badTag.Add(1)
 		return false
 	}
