@@ -53,7 +53,9 @@ type Bond struct {
 // region is a bond memory registration: the same buffer registered on
 // every rail. Its bond handle is its handle on rail 0.
 type region struct {
-	r0     *rdma.Region // rail 0's region, for bounds checks
+	// regs are the rails' regions: rail 0's for bounds checks, every
+	// rail's for grants.
+	regs   [maxRails]*rdma.Region
 	buf    []byte
 	ptag   PTag
 	access Access
@@ -209,14 +211,16 @@ func (b *Bond) RegisterMemory(buf []byte, ptag PTag, access Access) (descriptors
 		}
 		rg.rail[i] = h
 	}
-	r0, err := b.rails[0].QueryMemory(rg.rail[0])
-	if err != nil {
-		for i := range b.rails {
-			b.rails[i].DeregisterMemory(rg.rail[i])
+	for i, p := range b.rails {
+		r, err := p.QueryMemory(rg.rail[i])
+		if err != nil {
+			for j := range b.rails {
+				b.rails[j].DeregisterMemory(rg.rail[j])
+			}
+			return 0, fmt.Errorf("bonding: register memory: %w", err)
 		}
-		return 0, fmt.Errorf("bonding: register memory: %w", err)
+		rg.regs[i] = r
 	}
-	rg.r0 = r0
 	b.regions[rg.rail[0]] = rg
 	return rg.rail[0], nil
 }
@@ -231,11 +235,8 @@ func (b *Bond) GrantMemory(h descriptors.MemHandle, v *VI, who rdma.Grantee, on 
 	if rg == nil {
 		return fmt.Errorf("bonding: grant memory: %w: unknown handle %#x", vi.ErrMemory, uint32(h))
 	}
-	for i, p := range b.rails {
-		r, err := p.QueryMemory(rg.rail[i])
-		if err != nil {
-			return fmt.Errorf("bonding: grant memory on rail %d: %w", i, err)
-		}
+	for i := range b.rails {
+		r := rg.regs[i]
 		w := who
 		if v != nil {
 			w = v.rails[i].v.Grantee()

@@ -44,7 +44,7 @@ func (r bondRegistry) Register(buf []byte, tag rdma.PTag, acc rdma.Access) (*rdm
 	if rg == nil {
 		return nil, fmt.Errorf("bonding: memory cache: %w: handle %#x vanished", vi.ErrMemory, uint32(h))
 	}
-	return rg.r0, nil
+	return rg.regs[0], nil
 }
 
 func (r bondRegistry) Deregister(reg *rdma.Region) error {

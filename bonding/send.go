@@ -42,7 +42,7 @@ func (v *VI) acquire(d *descriptors.Descriptor) error {
 			continue
 		}
 		rg := b.lookup(s.Handle)
-		if rg == nil || rg.ptag != v.attrs.PTag || !rg.r0.Contains(s.Buf) {
+		if rg == nil || rg.ptag != v.attrs.PTag || !rg.regs[0].Contains(s.Buf) {
 			releaseSegs(b, d.Segments[:i])
 			return descriptors.ErrProtection
 		}
@@ -452,7 +452,7 @@ func (v *VI) replyHandles(b []byte, h descriptors.MemHandle) bool {
 	defer v.b.mu.RUnlock()
 	rg := v.b.lookup(h)
 	ok := rg != nil && v.attrs.EnableRDMAWrite && rg.ptag == v.attrs.PTag &&
-		(rg.access&vi.AccessRDMAWrite != 0 || rg.access&vi.AccessGrantedWrite != 0 && rg.r0.GrantedTo(v.rails[0].v.Grantee()))
+		(rg.access&vi.AccessRDMAWrite != 0 || rg.access&vi.AccessGrantedWrite != 0 && rg.regs[0].GrantedTo(v.rails[0].v.Grantee()))
 	for i := range v.rails {
 		var x uint32
 		if ok {
