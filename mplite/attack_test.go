@@ -3,7 +3,6 @@ package mplite_test
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,7 +20,7 @@ import (
 type attacker struct {
 	port *memnic.Port
 	h    hostile.Attacker
-	sent atomic.Int64
+	sent int64
 	stop chan struct{}
 	done chan struct{}
 }
@@ -34,29 +33,10 @@ func newAttacker(port *memnic.Port, job uint32, ranks [][6]byte, replay [][]byte
 
 func (a *attacker) run(seed uint64) {
 	defer close(a.done)
-	rng := rand.New(rand.NewPCG(seed, 1))
-	bufs, lens := make([][]byte, 64), make([]int, 64)
-	for i := range bufs {
-		bufs[i] = make([]byte, nic.RecvBufLen(a.port.MTU()))
-	}
-	for {
-		select {
-		case <-a.stop:
-			return
-		default:
-		}
-		n, _ := a.port.Recv(bufs, lens)
-		for i := range n {
-			a.h.Capture(bufs[i][:lens[i]])
-		}
-		out := a.h.Round(rng, false)
-		if m, _ := a.port.Send(out); m > 0 {
-			a.sent.Add(int64(m))
-		}
-		time.Sleep(300 * time.Microsecond)
-	}
+	a.sent = a.h.Run(a.port, seed, false, 300*time.Microsecond, a.stop)
 }
 
+// finish stops the attacker; its fields may be read after it.
 func (a *attacker) finish() {
 	close(a.stop)
 	<-a.done
@@ -181,7 +161,7 @@ func TestAttackerWithoutSecret(t *testing.T) {
 				}
 			}
 			noErrors(t, errs)
-			t.Logf("attacker sent %d frames; the ranks refused %d for their tag and %d replays", atk.sent.Load(), badTag.Load(), replayed.Load())
+			t.Logf("attacker sent %d frames; the ranks refused %d for their tag and %d replays", atk.sent, badTag.Load(), replayed.Load())
 			if badTag.Load() == 0 || replayed.Load() == 0 && job == 0 {
 				t.Errorf("the counters missed the attack: %d bad tags, %d replays", badTag.Load(), replayed.Load())
 			}

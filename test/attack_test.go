@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,33 +25,14 @@ import (
 type hubAttacker struct {
 	dev  nic.Device
 	h    hostile.Attacker
-	sent atomic.Int64
+	sent int64 // read once done is closed
 	stop chan struct{}
 	done chan struct{}
 }
 
 func (a *hubAttacker) run(seed uint64) {
 	defer close(a.done)
-	rng := rand.New(rand.NewPCG(seed, 2))
-	bufs, lens := make([][]byte, 64), make([]int, 64)
-	for i := range bufs {
-		bufs[i] = make([]byte, nic.RecvBufLen(a.dev.MTU()))
-	}
-	for {
-		select {
-		case <-a.stop:
-			return
-		default:
-		}
-		n, _ := a.dev.Recv(bufs, lens)
-		for k := range n {
-			a.h.Capture(bufs[k][:lens[k]])
-		}
-		if m, _ := a.dev.Send(a.h.Round(rng, true)); m > 0 {
-			a.sent.Add(int64(m))
-		}
-		time.Sleep(500 * time.Microsecond)
-	}
+	a.sent = a.h.Run(a.dev, seed, true, 500*time.Microsecond, a.stop)
 }
 
 // TestAttackerOnTheSwitch runs mpitest (every byte checked, multicast
@@ -138,7 +117,7 @@ func TestAttackerOnTheSwitch(t *testing.T) {
 				}
 				tags, replays = tags+b, replays+r
 			}
-			t.Logf("the attacker sent %d frames; the ranks refused %d for their tag and %d replays", atk.sent.Load(), tags, replays)
+			t.Logf("the attacker sent %d frames; the ranks refused %d for their tag and %d replays", atk.sent, tags, replays)
 			if replays == 0 {
 				t.Errorf("no replay refused")
 			}

@@ -8,6 +8,7 @@ package hostile
 import (
 	"bytes"
 	"math/rand/v2"
+	"time"
 
 	"github.com/ethervia/ethervia/mplite/bootstrap"
 	"github.com/ethervia/ethervia/nic"
@@ -91,4 +92,30 @@ func (a *Attacker) request(kind reliability.Kind, src, dst [6]byte) []byte {
 	reliability.Put(f, &reliability.Header{Dst: dst, Src: src, EtherType: nic.DefaultEtherType, Kind: kind, JobKey: a.Job,
 		SrcVI: 1, ConnID: 7, Length: 16})
 	return f
+}
+
+// Run is the attacker at work on dev: it keeps every frame dev receives
+// and sends a round (Round) every period, until stop closes. It returns
+// how many frames it sent.
+func (a *Attacker) Run(dev nic.Device, seed uint64, announce bool, period time.Duration, stop <-chan struct{}) int64 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	bufs, lens := make([][]byte, 64), make([]int, 64)
+	for i := range bufs {
+		bufs[i] = make([]byte, nic.RecvBufLen(dev.MTU()))
+	}
+	var sent int64
+	for {
+		select {
+		case <-stop:
+			return sent
+		default:
+		}
+		n, _ := dev.Recv(bufs, lens)
+		for i := range n {
+			a.Capture(bufs[i][:lens[i]])
+		}
+		m, _ := dev.Send(a.Round(rng, announce))
+		sent += int64(m)
+		time.Sleep(period)
+	}
 }
