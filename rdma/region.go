@@ -104,6 +104,10 @@ type Region struct {
 
 	gmu    sync.Mutex // guards grants
 	grants []grant    // GrantedWrite: who may write now
+	// sole is the one writer grants admit, plus one, while there is
+	// exactly one (a receive from one peer): the check of every
+	// fragment reads it without the lock. 0 sends the check to grants.
+	sole atomic.Uint64
 }
 
 // Grantee names the one writer a grant admits: the number of the VI the
@@ -167,6 +171,7 @@ func (r *Region) Grant(who Grantee) {
 		}
 	}
 	r.grants = append(r.grants, grant{who: who, n: 1})
+	r.setSole()
 }
 
 // Revoke undoes one Grant to who; without one it does nothing.
@@ -177,6 +182,7 @@ func (r *Region) Revoke(who Grantee) {
 		if r.grants[i].who == who {
 			if r.grants[i].n--; r.grants[i].n == 0 {
 				r.grants = append(r.grants[:i], r.grants[i+1:]...)
+				r.setSole()
 			}
 			return
 		}
@@ -190,8 +196,20 @@ func (r *Region) Granted() bool {
 	return len(r.grants) > 0
 }
 
+// setSole records the sole writer, if there is one; r.gmu is held.
+func (r *Region) setSole() {
+	if len(r.grants) == 1 {
+		r.sole.Store(uint64(r.grants[0].who) + 1)
+	} else {
+		r.sole.Store(0)
+	}
+}
+
 // GrantedTo reports whether who may write the region now.
 func (r *Region) GrantedTo(who Grantee) bool {
+	if s := r.sole.Load(); s != 0 {
+		return s == uint64(who)+1
+	}
 	r.gmu.Lock()
 	defer r.gmu.Unlock()
 	for _, g := range r.grants {
