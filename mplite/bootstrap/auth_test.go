@@ -1,9 +1,6 @@
 package bootstrap
 
 import (
-	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,30 +34,11 @@ func TestStormWithoutSecret(t *testing.T) {
 	stop, done := make(chan struct{}), make(chan int, 1)
 	go stranger(ps[3], len(real), stop, done)
 	time.Sleep(20 * time.Millisecond) // the stranger's claims come first
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	found := make([][]nic.Addr, len(real))
-	errs := make([]error, len(real))
-	var wg sync.WaitGroup
-	for r, d := range real {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			found[r], errs[r] = Discover(ctx, d, Config{Rank: r, Size: len(real), JobKey: job})
-		}()
-	}
-	wg.Wait()
+	rs := discoverOn(real, func(int) time.Duration { return 0 }, 10*time.Second)
 	close(stop)
 	sent := <-done
+	checkAll(t, ps[:len(real)], rs)
 	for r := range real {
-		if errs[r] != nil {
-			t.Fatalf("rank %d: %v", r, errs[r])
-		}
-		for q, a := range found[r] {
-			if want, _ := nic.MAC(ps[q].HardwareAddr()); a.MAC != want {
-				t.Errorf("rank %d took %s for rank %d, which is %s", r, net.HardwareAddr(a.MAC[:]), q, ps[q].HardwareAddr())
-			}
-		}
 		if s := real[r].Stats(); s.RxBadTag == 0 {
 			t.Errorf("rank %d refused none of the stranger's %d announcements", r, sent)
 		}

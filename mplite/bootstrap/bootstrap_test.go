@@ -35,6 +35,15 @@ type result struct {
 }
 
 func discoverAll(t *testing.T, ps []*memnic.Port, delay func(rank int) time.Duration, timeout time.Duration) []result {
+	devs := make([]nic.Device, len(ps))
+	for i, p := range ps {
+		devs[i] = p
+	}
+	return discoverOn(devs, delay, timeout)
+}
+
+// discoverOn runs one rank's discovery on each device at once.
+func discoverOn(ps []nic.Device, delay func(rank int) time.Duration, timeout time.Duration) []result {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	res := make(chan result, len(ps))
