@@ -203,6 +203,10 @@ type Stats struct {
 	Offered, OffersUsed, OffersTaken uint64
 	// BadEnvelopes counts malformed messages from peers (dropped).
 	BadEnvelopes uint64
+	// Staged counts the staging copies layout messages needed (longer than
+	// the eager limit, or to self); a RunLayout with few long runs needs
+	// none.
+	Staged uint64
 	// SharedMemory counts the ring entries (messages and pieces of
 	// writes) taken from ranks of this host, which bypass the NIC.
 	SharedMemory uint64

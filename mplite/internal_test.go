@@ -133,6 +133,10 @@ func FuzzEnvelope(f *testing.F) {
 	add(envelope{typ: msgRTS, tag: 1, length: 1 << 20, sendID: 9}, 0)
 	add(envelope{typ: msgRTS, tag: 1, length: 1, sendID: 9, sync: true}, 0)
 	add(envelope{typ: msgCTS, sendID: 9, recvID: 4, length: 1 << 20, rkey: 0xdeadbeef, raddr: 64}, 0)
+	runs := make([]byte, envLen+2*runLen)
+	putEnvelope(runs, &envelope{typ: msgCTS, sendID: 9, recvID: 4, length: 5000, rkey: 7})
+	putRuns(runs, &Request{runs: []Run{{Off: 0, Len: 4096}, {Off: 8192, Len: 4096}}}, 5000)
+	f.Add(runs, 12<<10)
 	add(envelope{typ: msgDone, sendID: 9, recvID: 4}, 0)
 	add(envelope{typ: msgFin}, 0)
 	add(envelope{typ: msgFinAck}, 0)
@@ -165,12 +169,57 @@ func FuzzEnvelope(f *testing.F) {
 		if e.sync && e.typ != msgRTS {
 			t.Fatalf("synchronous %+v", e)
 		}
-		b := make([]byte, envLen)
+		b := make([]byte, envLen+e.nruns*runLen)
 		putEnvelope(b, &e)
-		if string(b) != string(msg[:envLen]) {
-			t.Fatalf("%x encodes back to %x", msg[:envLen], b)
+		if e.nruns > 0 {
+			r := &Request{}
+			total := 0
+			for i := range e.nruns {
+				run := e.runAt(i)
+				if run.Len <= 0 || run.Off < 0 {
+					t.Fatalf("CTS run %+v", run)
+				}
+				total += run.Len
+				r.runs = append(r.runs, run)
+			}
+			if e.typ != msgCTS || total != e.length || len(msg) != len(b) {
+				t.Fatalf("%+v with runs of %d bytes in %d bytes", e, total, len(msg))
+			}
+			putRuns(b, r, e.length)
+		}
+		if string(b) != string(msg[:len(b)]) {
+			t.Fatalf("%x encodes back to %x", msg[:len(b)], b)
 		}
 	})
+}
+
+// TestCTSRuns: a CTS carries the runs holding the granted bytes, the last
+// one cut short, and a receiver refuses runs that do not add up to the
+// grant, empty runs, and runs on other message types.
+func TestCTSRuns(t *testing.T) {
+	r := &Request{runs: []Run{{Off: 100, Len: 4000}, {Off: 5000, Len: 4000}, {Off: 10000, Len: 4000}}}
+	b := make([]byte, envLen+3*runLen)
+	putEnvelope(b, &envelope{typ: msgCTS, sendID: 1, recvID: 2, length: 6000})
+	n := putRuns(b, r, 6000)
+	var e envelope
+	if err := parseEnvelope(b[:envLen+n], 0, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.nruns != 2 || e.runAt(0) != (Run{100, 4000}) || e.runAt(1) != (Run{5000, 2000}) {
+		t.Fatalf("runs %d: %+v %+v", e.nruns, e.runAt(0), e.runAt(1))
+	}
+	bad := func(name string, edit func(m []byte)) {
+		m := append([]byte(nil), b[:envLen+n]...)
+		edit(m)
+		if err := parseEnvelope(m, 0, &e); !errors.Is(err, errEnvelope) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	bad("short of the grant", func(m []byte) { m[envLen+runLen+15]-- })
+	bad("beyond the grant", func(m []byte) { m[envLen+runLen+15]++ })
+	bad("empty run", func(m []byte) { copy(m[envLen+8:envLen+16], make([]byte, 8)) })
+	bad("count beyond the message", func(m []byte) { m[31] = 3 })
+	bad("runs on an RTS", func(m []byte) { m[0] = msgRTS })
 }
 
 // The window at a known line rate keeps about lineWindowTime of the line

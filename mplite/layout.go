@@ -8,7 +8,8 @@ import "errors"
 // request completes. A message up to the eager limit is gathered straight
 // into the send buffer and scattered straight out of the receive buffer; a
 // longer one goes through one staging copy that the communicator keeps for
-// reuse, which the RDMA writes of the handshake protocol read or fill.
+// reuse, which the RDMA writes of the handshake protocol read or fill,
+// unless it is a RunLayout whose runs the writes can use directly.
 type Layout interface {
 	// Len is the message length in bytes.
 	Len() int
@@ -20,6 +21,59 @@ type Layout interface {
 
 // maxStages bounds the staging copies a communicator keeps for reuse.
 const maxStages = 8
+
+// A Run is Len bytes at offset Off of a RunLayout's span.
+type Run struct{ Off, Len int }
+
+// A RunLayout is a Layout that can say where its bytes lie: in runs of one
+// span of memory. A message longer than the eager limit then moves by RDMA
+// straight out of the sender's runs and into the receiver's, without the
+// staging copy, when the runs are few and long enough to be worth a write
+// each (at most 1 024 runs averaging at least 4 KiB); otherwise it is
+// staged as for any Layout.
+type RunLayout interface {
+	Layout
+	// NumRuns is at most the number of runs Runs returns, and cheap.
+	NumRuns() int
+	// Runs returns the span and the runs of the message in message
+	// order: run i holds the message's next runs[i].Len bytes at
+	// span[runs[i].Off:]. The lengths add up to Len. The runs of a
+	// receive must not overlap. Neither slice may change, nor the span's
+	// memory move, until the request completes.
+	Runs() (span []byte, runs []Run)
+}
+
+const (
+	maxRuns   = 1024    // most runs a message moves by RDMA directly
+	minRunAvg = 4 << 10 // fewest bytes per run, on average, to do so
+)
+
+// directRuns returns the span and runs that handshake request r moves
+// straight from or into, or ok false when its layout must be staged: not a
+// RunLayout, too many or too short runs, runs that would not fit a CTS, or
+// runs that do not describe the message. c.mu is held.
+func (c *Comm) directRuns(r *Request) (span []byte, runs []Run, ok bool) {
+	rl, is := r.lay.(RunLayout)
+	if !is || r.buf != nil || c.cfg.layoutStaged {
+		return nil, nil, false
+	}
+	n := rl.NumRuns()
+	if n <= 0 || n > maxRuns || n*runLen > c.cfg.eagerLimit || r.layLen/n < minRunAvg {
+		return nil, nil, false
+	}
+	span, runs = rl.Runs()
+	total := 0
+	for _, run := range runs {
+		if run.Len <= 0 || run.Off < 0 || run.Off > len(span)-run.Len {
+			return nil, nil, false
+		}
+		total += run.Len
+	}
+	if len(runs) > n || total != r.layLen {
+		return nil, nil, false
+	}
+	return span, runs, true
+}
 
 // IsendLayout starts sending the message that l describes to rank dest
 // with tag, as Isend does with a slice.
@@ -78,6 +132,7 @@ func (c *Comm) stage(r *Request) {
 	if r.buf == nil {
 		r.buf = make([]byte, n)
 	}
+	c.stats.Staged++
 	if r.send {
 		r.lay.Gather(r.buf)
 	}

@@ -83,6 +83,8 @@ type config struct {
 	faults           memnic.Faults
 	seed             uint64
 	maxTransfer      int
+	layoutStaged     bool // long layout messages always go through a staging copy
+	layoutSet        bool // WithLayoutRDMA chose: MPLITE_LAYOUT_RDMA is ignored
 	cacheEntries     int
 	cacheBytes       int64
 	// collectives
@@ -129,6 +131,9 @@ func buildConfig(opts []Option) (config, error) {
 		cfg.connectTimeout = cfg.peerTimeout
 	}
 	if err := cfg.collEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
+	if err := cfg.layoutEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
 	if err := cfg.eagerEnv(os.Getenv); err != nil {
@@ -207,6 +212,29 @@ func (c *config) eagerEnv(getenv func(string) string) error {
 		return fmt.Errorf("%w: MPLITE_EAGER_LIMIT=%q is not a byte count in [0, %d]", ErrEnvironment, s, MaxEagerLimit)
 	}
 	c.eagerLimit = n
+	return nil
+}
+
+// WithLayoutRDMA says whether a message longer than the eager limit whose
+// memory is a RunLayout moves by RDMA straight from and into its runs
+// (the default, true) or through a staging copy, as other layouts do.
+// MPLITE_LAYOUT_RDMA=0 turns it off for a whole job (to compare).
+func WithLayoutRDMA(on bool) Option {
+	return func(c *config) error {
+		c.layoutStaged, c.layoutSet = !on, true
+		return nil
+	}
+}
+
+// layoutEnv applies MPLITE_LAYOUT_RDMA (0 or 1).
+func (c *config) layoutEnv(getenv func(string) string) error {
+	switch s := getenv("MPLITE_LAYOUT_RDMA"); {
+	case s == "" || c.layoutSet:
+	case s == "0" || s == "1":
+		c.layoutStaged = s == "0"
+	default:
+		return fmt.Errorf("%w: MPLITE_LAYOUT_RDMA=%q is not 0 or 1", ErrEnvironment, s)
+	}
 	return nil
 }
 

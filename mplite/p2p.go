@@ -43,6 +43,17 @@ type Request struct {
 	// staging copy while one is needed
 	lay    Layout
 	layLen int
+
+	// RDMA straight from and into runs (RunLayout): the request's own span
+	// and runs (its layout's), with the run a send's next write starts in
+	// (run, at message offset runAt); and a send's destination runs,
+	// decoded from the CTS into memory the request keeps across reuse
+	// (none: the receive buffer is contiguous), dst and dstAt alike.
+	span       []byte
+	runs       []Run
+	run, runAt int
+	dstRuns    []Run
+	dst, dstAt int
 }
 
 // ready reports completion; c.mu is held.
@@ -406,7 +417,8 @@ func (c *Comm) putReqLocked(r *Request) {
 	if r.chunks > 0 || r.list != nil || r.reg != nil || len(c.reqFree) >= 64 {
 		return
 	}
-	*r = Request{}
+	keep := r.dstRuns[:0]
+	*r = Request{dstRuns: keep}
 	c.reqFree = append(c.reqFree, r)
 }
 
@@ -749,8 +761,8 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 	case msgRTS:
 		c.onRTS(p, slot, &e)
 	case msgCTS:
+		c.onCTS(p, &e) // first: its runs are read from the slot
 		c.repost(p, slot)
-		c.onCTS(p, &e)
 	case msgDone:
 		c.repost(p, slot)
 		c.onDone(p, &e)
@@ -857,17 +869,24 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 	r.id = c.newID()
 	e := envelope{typ: msgCTS, sendID: sendID, recvID: r.id, length: grant}
 	if grant > 0 {
-		c.stage(r)
-		reg, err := c.recvCache.Get(r.buf[:grant])
+		mem := r.buf
+		if span, runs, ok := c.directRuns(r); ok {
+			r.span, r.runs, mem = span, runs, span
+			e.sendRuns = r
+		} else {
+			c.stage(r)
+			mem = r.buf[:grant]
+		}
+		reg, err := c.recvCache.Get(mem)
 		if err != nil {
 			// Nothing can be written: let the sender finish, fail here.
-			e.length = 0
+			e.length, e.sendRuns = 0, nil
 			r.err = err
 			r.st.Count = 0
 		} else {
 			r.reg, r.writer = reg, p
 			c.fab.grant(reg, p, true)
-			e.rkey, e.raddr = uint32(reg.Handle()), regionOffset(reg, r.buf)
+			e.rkey, e.raddr = uint32(reg.Handle()), regionOffset(reg, mem)
 		}
 	}
 	c.recvIDs[r.id] = r
@@ -882,9 +901,19 @@ func (c *Comm) onCTS(p *peer, e *envelope) {
 		return
 	}
 	r.recvID, r.grant, r.rkey, r.raddr = e.recvID, e.length, e.rkey, e.raddr
+	r.dstRuns, r.dst, r.dstAt = r.dstRuns[:0], 0, 0
+	for i := range e.nruns {
+		r.dstRuns = append(r.dstRuns, e.runAt(i))
+	}
 	if r.grant > 0 {
-		c.stage(r)
-		reg, err := c.sendCache.Get(r.buf[:r.grant])
+		var mem []byte
+		if span, runs, ok := c.directRuns(r); ok {
+			r.span, r.runs, r.run, r.runAt, mem = span, runs, 0, 0, span
+		} else {
+			c.stage(r)
+			mem = r.buf[:r.grant]
+		}
+		reg, err := c.sendCache.Get(mem)
 		if err == nil {
 			r.reg = reg
 			p.rdmaq.push(r)

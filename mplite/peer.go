@@ -386,6 +386,8 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 func putMessage(b []byte, e *envelope, r *Request) int {
 	putEnvelope(b, e)
 	switch {
+	case e.sendRuns != nil:
+		return putRuns(b, e.sendRuns, e.length)
 	case r == nil:
 		return 0
 	case r.lay != nil && r.buf == nil:
@@ -400,6 +402,26 @@ func putMessage(b []byte, e *envelope, r *Request) int {
 // carries the receive's id as immediate data.
 func (c *Comm) postChunk(p *peer, r *Request) bool {
 	n := min(c.chunkFor(p), r.grant-r.off)
+	src, at := r.buf, r.off
+	if r.runs != nil {
+		// Within the sender's run that holds byte r.off.
+		for r.off-r.runAt >= r.runs[r.run].Len {
+			r.runAt += r.runs[r.run].Len
+			r.run++
+		}
+		in := r.off - r.runAt
+		src, at, n = r.span, r.runs[r.run].Off+in, min(n, r.runs[r.run].Len-in)
+	}
+	to := r.off
+	if len(r.dstRuns) > 0 {
+		// And within the receiver's.
+		for r.off-r.dstAt >= r.dstRuns[r.dst].Len {
+			r.dstAt += r.dstRuns[r.dst].Len
+			r.dst++
+		}
+		in := r.off - r.dstAt
+		to, n = r.dstRuns[r.dst].Off+in, min(n, r.dstRuns[r.dst].Len-in)
+	}
 	k := len(p.wfre) - 1
 	i := p.wfre[k]
 	p.wfre = p.wfre[:k]
@@ -409,8 +431,8 @@ func (c *Comm) postChunk(p *peer, r *Request) bool {
 	if last {
 		d.Control.Immediate, d.Control.ImmData = true, r.recvID
 	}
-	d.Segments[0] = descriptors.Segment{Buf: r.buf[r.off : r.off+n], Handle: descriptors.MemHandle(r.reg.Handle())}
-	d.Address = descriptors.AddressSegment{Handle: descriptors.MemHandle(r.rkey), Offset: r.raddr + uint64(r.off)}
+	d.Segments[0] = descriptors.Segment{Buf: src[at : at+n], Handle: descriptors.MemHandle(r.reg.Handle())}
+	d.Address = descriptors.AddressSegment{Handle: descriptors.MemHandle(r.rkey), Offset: r.raddr + uint64(to)}
 	if err := p.v.PostSend(d); err != nil {
 		p.wfre = append(p.wfre, i)
 		c.peerFailed(p, c.viCause(p, err), true)

@@ -23,10 +23,19 @@ import (
 //	20 4  receive id: the receiver's request (CTS, Done), also the immediate
 //	      data of the final RDMA write
 //	24 4  rkey: the handle of the receive buffer (CTS, Offer)
-//	28 4  zero
+//	28 4  CTS: the number of runs that follow (0: the receive buffer is
+//	      contiguous); zero in other types
 //	32 8  raddr: the offset of the receive buffer in its region (CTS, Offer)
-//	40 -  eager payload
+//	40 -  eager payload; CTS: its runs, 16 bytes each
+//
+// A CTS with runs names a receive whose memory has gaps (a RunLayout):
+// run i is 8 bytes of offset from raddr and 8 bytes of length, in message
+// order, and the lengths add up to the granted bytes. The sender writes
+// each run's part of the message there.
 const envLen = 40
+
+// runLen is the size of one run of a CTS.
+const runLen = 16
 
 // Message types.
 const (
@@ -65,6 +74,11 @@ type envelope struct {
 	recvID uint32
 	rkey   uint32
 	raddr  uint64
+	// runs: a received CTS's runs (nruns of them, encoded, in the
+	// message); sendRuns: the receive whose runs a CTS to send carries.
+	runs     []byte
+	nruns    int
+	sendRuns *Request
 }
 
 // putEnvelope writes e into b[:envLen].
@@ -85,6 +99,50 @@ func putEnvelope(b []byte, e *envelope) {
 	binary.BigEndian.PutUint64(b[32:], e.raddr)
 }
 
+// putRuns writes the runs of receive r that hold its first grant bytes
+// after the CTS envelope in b (the last one cut short) and returns their
+// encoded length.
+func putRuns(b []byte, r *Request, grant int) int {
+	k, at := 0, envLen
+	for _, run := range r.runs {
+		if grant == 0 {
+			break
+		}
+		n := min(run.Len, grant)
+		binary.BigEndian.PutUint64(b[at:], uint64(run.Off))
+		binary.BigEndian.PutUint64(b[at+8:], uint64(n))
+		grant -= n
+		at += runLen
+		k++
+	}
+	binary.BigEndian.PutUint32(b[28:], uint32(k))
+	return at - envLen
+}
+
+// runAt decodes run i of a received CTS.
+func (e *envelope) runAt(i int) Run {
+	b := e.runs[i*runLen:]
+	return Run{Off: int(binary.BigEndian.Uint64(b)), Len: int(binary.BigEndian.Uint64(b[8:]))}
+}
+
+// checkRuns checks a received CTS's runs: each non-empty, within the
+// bounds of a message, and together exactly the granted bytes.
+func (e *envelope) checkRuns() error {
+	total := 0
+	for i := range e.nruns {
+		b := e.runs[i*runLen:]
+		off, n := binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
+		if n == 0 || off > maxMessage || n > maxMessage || uint64(total)+n > uint64(e.length) {
+			return fmt.Errorf("%w: CTS run %d of %d bytes at %d for %d granted", errEnvelope, i, n, off, e.length)
+		}
+		total += int(n)
+	}
+	if total != e.length {
+		return fmt.Errorf("%w: CTS runs of %d bytes for %d granted", errEnvelope, total, e.length)
+	}
+	return nil
+}
+
 // parseEnvelope decodes the envelope of a received VI message msg (its
 // whole length) and checks it against the eager limit. It does not
 // allocate when msg is well formed.
@@ -94,7 +152,9 @@ func parseEnvelope(msg []byte, eagerLimit int, e *envelope) error {
 	}
 	e.typ = msg[0]
 	e.sync = msg[1] == flagSync && e.typ == msgRTS
-	if (msg[1] != 0 && !e.sync) || binary.BigEndian.Uint32(msg[28:]) != 0 {
+	e.runs, e.nruns, e.sendRuns = nil, 0, nil
+	nruns := binary.BigEndian.Uint32(msg[28:])
+	if (msg[1] != 0 && !e.sync) || (nruns != 0 && e.typ != msgCTS) {
 		return fmt.Errorf("%w: reserved bits set", errEnvelope)
 	}
 	e.ctx = binary.BigEndian.Uint16(msg[2:])
@@ -125,6 +185,13 @@ func parseEnvelope(msg []byte, eagerLimit int, e *envelope) error {
 	case msgCTS:
 		if e.sendID == 0 || e.recvID == 0 {
 			return fmt.Errorf("%w: CTS with ids %d/%d", errEnvelope, e.sendID, e.recvID)
+		}
+		if nruns > 0 {
+			if nruns > maxRuns || len(msg) != envLen+int(nruns)*runLen {
+				return fmt.Errorf("%w: CTS of %d runs in a %d-byte message", errEnvelope, nruns, len(msg))
+			}
+			e.runs, e.nruns = msg[envLen:], int(nruns)
+			return e.checkRuns()
 		}
 	case msgDone:
 		if e.recvID == 0 {

@@ -51,6 +51,13 @@ static int ev_column(int count, MPI_Datatype *t) {
 	int rc = MPI_Type_vector(count, 1, 2, 0x4c00080b, t);
 	return rc ? rc : MPI_Type_commit(t);
 }
+
+// ev_blocks is a committed MPI_Type_vector of count blocks of blocklen
+// doubles, stride doubles apart.
+static int ev_blocks(int count, int blocklen, int stride, MPI_Datatype *t) {
+	int rc = MPI_Type_vector(count, blocklen, stride, 0x4c00080b, t);
+	return rc ? rc : MPI_Type_commit(t);
+}
 */
 import "C"
 
@@ -78,6 +85,14 @@ func cPingPong(buf unsafe.Pointer, count, iters int) int {
 func cColumn(count int) (C.MPI_Datatype, int) {
 	var t C.MPI_Datatype
 	rc := C.ev_column(C.int(count), &t)
+	return t, int(rc)
+}
+
+// cBlocks returns a committed datatype of count blocks of blocklen doubles,
+// stride doubles apart (free it with cTypeFree).
+func cBlocks(count, blocklen, stride int) (C.MPI_Datatype, int) {
+	var t C.MPI_Datatype
+	rc := C.ev_blocks(C.int(count), C.int(blocklen), C.int(stride), &t)
 	return t, int(rc)
 }
 

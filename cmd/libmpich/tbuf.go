@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"math"
 	"unsafe"
 
 	"github.com/ethervia/ethervia/mplite"
@@ -94,22 +95,52 @@ func layoutBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype) (tbuf, error) {
 		cl = new(cLayout)
 	}
 	lib.mu.Unlock()
-	*cl = cLayout{l: t.l, p: t.p, count: t.count, n: n}
+	*cl = cLayout{l: t.l, p: t.p, count: t.count, n: n, runs: cl.runs[:0]}
 	return tbuf{lay: cl}, nil
 }
 
 // cLayout is count elements of a datatype with gaps at a C address, as the
-// mplite.Layout of a message.
+// mplite.RunLayout of a message: a long message with few long runs moves
+// by RDMA straight from and into the caller's memory.
 type cLayout struct {
 	l     *layout
 	p     unsafe.Pointer
 	count int
 	n     int
+	runs  []mplite.Run // Runs' answer, memory kept across reuse
 }
 
 func (c *cLayout) Len() int           { return c.n }
 func (c *cLayout) Gather(dst []byte)  { c.l.pack(dst, c.p, c.count) }
 func (c *cLayout) Scatter(src []byte) { c.l.unpack(c.p, src, c.count) }
+func (c *cLayout) NumRuns() int       { return c.count * len(c.l.runs) }
+
+// Runs flattens the count elements into runs (adjacent ones merged) and
+// returns them with the memory from the first byte they touch to the
+// last.
+func (c *cLayout) Runs() ([]byte, []mplite.Run) {
+	c.runs = c.runs[:0]
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for e := range int64(c.count) {
+		base := e * c.l.extent()
+		for _, r := range c.l.runs {
+			off := base + r.off
+			if k := len(c.runs); k > 0 && int64(c.runs[k-1].Off+c.runs[k-1].Len) == off {
+				c.runs[k-1].Len += int(r.n)
+			} else {
+				c.runs = append(c.runs, mplite.Run{Off: int(off), Len: int(r.n)})
+			}
+			lo, hi = min(lo, off), max(hi, off+r.n)
+		}
+	}
+	if len(c.runs) == 0 {
+		return nil, nil
+	}
+	for i := range c.runs {
+		c.runs[i].Off -= int(lo)
+	}
+	return unsafe.Slice((*byte)(unsafe.Add(c.p, lo)), hi-lo), c.runs
+}
 
 // isend starts sending t.
 func (t tbuf) isend(c *mplite.Comm, dest, tag int) (*mplite.Request, error) {
@@ -131,7 +162,7 @@ func (t tbuf) irecv(c *mplite.Comm, src, tag int) (*mplite.Request, error) {
 // it.
 func (t tbuf) release() {
 	if t.lay != nil {
-		*t.lay = cLayout{}
+		*t.lay = cLayout{runs: t.lay.runs[:0]} // keeps the runs' memory
 		lib.mu.Lock()
 		if len(lib.layouts) < maxStages {
 			lib.layouts = append(lib.layouts, t.lay)

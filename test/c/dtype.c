@@ -293,6 +293,62 @@ int main(int argc, char **argv) {
 		free(ad);
 	}
 
+	/* long runs: 512 KiB as 64 rows of 8 KiB (a subarray) into 128 blocks
+	 * of 4 KiB 5 KiB apart (a vector), past the eager limit: the library
+	 * may write the blocks straight into place */
+	{
+		enum { ROWS = 64, COLS = 2048, VB = 128, VLEN = 512, VSTRIDE = 640 };
+		double *plane = malloc(sizeof(double) * ROWS * COLS), *blocks = malloc(sizeof(double) * VB * VSTRIDE);
+		for (int i = 0; i < ROWS * COLS; i++)
+			plane[i] = rank * 1e6 + i;
+		for (int i = 0; i < VB * VSTRIDE; i++)
+			blocks[i] = -1;
+		int sizes[2] = {ROWS, COLS}, subs[2] = {ROWS, COLS / 2}, starts[2] = {0, COLS / 4};
+		MPI_Datatype half, vec;
+		MPI_Type_create_subarray(2, sizes, subs, starts, MPI_ORDER_C, MPI_DOUBLE, &half);
+		MPI_Type_vector(VB, VLEN, VSTRIDE, MPI_DOUBLE, &vec);
+		MPI_Type_commit(&half);
+		MPI_Type_commit(&vec);
+		MPI_Request rq;
+		MPI_Irecv(blocks, 1, vec, left, 7, MPI_COMM_WORLD, &rq);
+		MPI_Send(plane, 1, half, right, 7, MPI_COMM_WORLD);
+		MPI_Wait(&rq, &st);
+		MPI_Get_count(&st, vec, &cnt);
+		double sum = 0;
+		int gaps = 0, order = 1;
+		for (int b = 0; b < VB; b++)
+			for (int j = 0; j < VSTRIDE; j++) {
+				double v = blocks[b * VSTRIDE + j];
+				if (j >= VLEN) {
+					gaps += v == -1;
+					continue;
+				}
+				int k = b * VLEN + j; /* message element k: row k / 1024, column 512 + k % 1024 */
+				order &= v == left * 1e6 + (k / (COLS / 2)) * COLS + COLS / 4 + k % (COLS / 2);
+				sum += v;
+			}
+		OUT("long runs: count %d, sum %.0f, in order %d, gaps untouched %d of %d", cnt, sum, order, gaps, VB * (VSTRIDE - VLEN));
+		/* and back, vector to subarray, with Isend and Recv */
+		for (int i = 0; i < ROWS * COLS; i++)
+			plane[i] = -1;
+		MPI_Isend(blocks, 1, vec, left, 8, MPI_COMM_WORLD, &rq);
+		MPI_Recv(plane, 1, half, right, 8, MPI_COMM_WORLD, &st);
+		MPI_Wait(&rq, MPI_STATUS_IGNORE);
+		int back = 1, untouched = 0;
+		for (int i = 0; i < ROWS * COLS; i++) {
+			int c = i % COLS;
+			if (c < COLS / 4 || c >= 3 * COLS / 4)
+				untouched += plane[i] == -1;
+			else
+				back &= plane[i] == rank * 1e6 + i;
+		}
+		OUT("long runs back: own values %d, untouched %d", back, untouched);
+		MPI_Type_free(&half);
+		MPI_Type_free(&vec);
+		free(plane);
+		free(blocks);
+	}
+
 	MPI_Type_free(&col);
 	MPI_Type_free(&upper);
 	MPI_Type_free(&ptype0);
