@@ -1,10 +1,12 @@
 #!/bin/sh
-# features.sh: a vector-datatype halo exchange and an MPI_Iallreduce
-# overlapped with computation (bench/features.c), the same source built
+# features.sh: a vector-datatype halo exchange, a subarray face exchange
+# and an MPI_Iallreduce overlapped with computation (bench/features.c),
+# the same source built
 # against MPICH's ABI and run over our libmpich.so.12 under mprun -np 2, and
 # built against Open MPI and run over its TCP transport between two
 # namespaces joined by one veth pair (bench/ompi-pair.sh),
-# interleaved over ROUNDS rounds. Prints every run's lines, tagged, then the
+# interleaved over ROUNDS rounds; "staged" is ours with MPLITE_LAYOUT_RDMA=0
+# (long datatype messages through a staging copy). Prints every run's lines, tagged, then the
 # medians. Needs root, an idle machine, Go, mpich, libmpich-dev,
 # openmpi-bin, libopenmpi-dev.
 #
@@ -24,6 +26,8 @@ mpicc.openmpi -O2 -o "$work/feat.ompi" bench/features.c
 for r in $(seq "$rounds"); do
 	LD_LIBRARY_PATH="$work/lib" "$work/mprun" -np 2 -- "$work/feat.mpich" 2>/dev/null | sed 's/^\[0\] //' |
 		sed 's/^/ours /' | tee -a "$work/samples"
+	MPLITE_LAYOUT_RDMA=0 LD_LIBRARY_PATH="$work/lib" "$work/mprun" -np 2 -- "$work/feat.mpich" 2>/dev/null |
+		sed 's/^\[0\] //' | grep -E '^(halo|face)' | sed 's/^/staged /' | tee -a "$work/samples"
 	sh bench/ompi-pair.sh "$work/feat.ompi" 2>/dev/null |
 		sed 's/^/ompi /' | tee -a "$work/samples"
 done

@@ -399,37 +399,65 @@ func PMPI_Sendrecv(sbuf unsafe.Pointer, scount C.int, stype C.MPI_Datatype, dest
 	rbuf unsafe.Pointer, rcount C.int, rtype C.MPI_Datatype, src, rtag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Sendrecv", &mpirc)
 	st := statusPtr(stArg)
-	ce, sb, err := p2pArgs(sbuf, scount, stype, stag, false, comm)
+	ce, sb, err := p2pView(sbuf, scount, stype, stag, false, comm)
 	if err != nil {
 		return retc(comm, "MPI_Sendrecv", err)
 	}
-	_, rb, err := p2pArgs(rbuf, rcount, rtype, rtag, true, comm)
+	_, rb, err := p2pView(rbuf, rcount, rtype, rtag, true, comm)
 	if err != nil {
+		sb.release()
 		return retc(comm, "MPI_Sendrecv", err)
 	}
 	s := procNull
 	if src != procNull {
-		if s, err = source(src); err != nil {
-			return retc(comm, "MPI_Sendrecv", err)
-		}
+		s, err = source(src)
 	}
 	switch {
+	case err != nil:
 	case dest == procNull && src == procNull:
 		emptyStatus(st, procNull)
-		return errSuccess
 	case dest == procNull:
+		sb.release()
+		rb.release()
 		return PMPI_Recv(rbuf, rcount, rtype, src, rtag, comm, stArg)
 	case src == procNull:
+		sb.release()
+		rb.release()
 		emptyStatus(st, procNull)
 		return send("MPI_Sendrecv", sbuf, scount, stype, dest, stag, comm)
+	default:
+		q := &request{ce: ce, recv: true}
+		q.finish(sendrecv(ce.c, sb, int(dest), int(stag), rb, s, int(rtag)))
+		q.status(st)
+		err = q.err
 	}
-	q := &request{ce: ce, recv: true}
-	q.finish(ce.c.Sendrecv(sb.b, int(dest), int(stag), rb.b, s, int(rtag)))
-	rb.unpack(q.st.Count)
 	sb.release()
 	rb.release()
-	q.status(st)
-	return retc(comm, "MPI_Sendrecv", q.err)
+	return retc(comm, "MPI_Sendrecv", err)
+}
+
+// sendrecv is MPI_Sendrecv's exchange: through mplite's Sendrecv for
+// slices, else by a layout receive and send, so that datatypes with gaps
+// move without a staging copy.
+func sendrecv(c *mplite.Comm, sb tbuf, dest, stag int, rb tbuf, src, rtag int) (mplite.Status, error) {
+	if sb.lay == nil && rb.lay == nil {
+		return c.Sendrecv(sb.b, dest, stag, rb.b, src, rtag)
+	}
+	rr, err := rb.irecv(c, src, rtag)
+	if err != nil {
+		return mplite.Status{}, err
+	}
+	sr, serr := sb.isend(c, dest, stag)
+	if serr == nil {
+		_, serr = sr.Wait()
+		sr.Free()
+	}
+	st, err := rr.Wait()
+	rr.Free()
+	if err == nil {
+		err = serr
+	}
+	return st, err
 }
 
 //export PMPI_Isend
