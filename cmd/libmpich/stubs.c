@@ -230,12 +230,7 @@ int PMPI_Type_create_darray_c() { return ethervia_unimplemented("MPI_Type_create
 int PMPI_Type_create_f90_complex() { return ethervia_unimplemented("MPI_Type_create_f90_complex", 3); }
 int PMPI_Type_create_f90_integer() { return ethervia_unimplemented("MPI_Type_create_f90_integer", 3); }
 int PMPI_Type_create_f90_real() { return ethervia_unimplemented("MPI_Type_create_f90_real", 3); }
-int PMPI_Type_create_keyval() { return ethervia_unimplemented("MPI_Type_create_keyval", 3); }
-int PMPI_Type_delete_attr() { return ethervia_unimplemented("MPI_Type_delete_attr", 3); }
-int PMPI_Type_free_keyval() { return ethervia_unimplemented("MPI_Type_free_keyval", 3); }
-int PMPI_Type_get_attr() { return ethervia_unimplemented("MPI_Type_get_attr", 3); }
 int PMPI_Type_lb() { return ethervia_unimplemented("MPI_Type_lb", 3); }
-int PMPI_Type_set_attr() { return ethervia_unimplemented("MPI_Type_set_attr", 3); }
 int PMPI_Type_ub() { return ethervia_unimplemented("MPI_Type_ub", 3); }
 int PMPI_Unpack_external() { return ethervia_unimplemented("MPI_Unpack_external", 15); }
 int PMPI_Unpack_external_c() { return ethervia_unimplemented("MPI_Unpack_external_c", 15); }
