@@ -62,10 +62,11 @@ func layoutOf(dt C.MPI_Datatype) (l *layout, committed bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		if h == 0x4c000816 { // MPI_2INT: a pair of ints
+		if h == type2Int { // a pair of ints
 			i := basicLayout(0x4c000405, 4)
 			l, _ := hvector(1, 2, 0, i)
 			l.basic = h
+			l.spans = []span{{8, 0x4c000405}}
 			return l, true, nil
 		}
 		return basicLayout(h, int64(n)), true, nil

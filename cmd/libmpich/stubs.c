@@ -140,10 +140,6 @@ int PMPI_Get_c() { return ethervia_unimplemented("MPI_Get_c", 15); }
 int PMPI_Intercomm_create_from_groups() { return ethervia_unimplemented("MPI_Intercomm_create_from_groups", 15); }
 int PMPI_Lookup_name() { return ethervia_unimplemented("MPI_Lookup_name", 15); }
 int PMPI_Open_port() { return ethervia_unimplemented("MPI_Open_port", 15); }
-int PMPI_Pack_external() { return ethervia_unimplemented("MPI_Pack_external", 15); }
-int PMPI_Pack_external_c() { return ethervia_unimplemented("MPI_Pack_external_c", 15); }
-int PMPI_Pack_external_size() { return ethervia_unimplemented("MPI_Pack_external_size", 15); }
-int PMPI_Pack_external_size_c() { return ethervia_unimplemented("MPI_Pack_external_size_c", 15); }
 int PMPI_Parrived() { return ethervia_unimplemented("MPI_Parrived", 15); }
 int PMPI_Pready() { return ethervia_unimplemented("MPI_Pready", 15); }
 int PMPI_Pready_list() { return ethervia_unimplemented("MPI_Pready_list", 15); }
@@ -232,8 +228,6 @@ int PMPI_Type_create_f90_integer() { return ethervia_unimplemented("MPI_Type_cre
 int PMPI_Type_create_f90_real() { return ethervia_unimplemented("MPI_Type_create_f90_real", 3); }
 int PMPI_Type_lb() { return ethervia_unimplemented("MPI_Type_lb", 3); }
 int PMPI_Type_ub() { return ethervia_unimplemented("MPI_Type_ub", 3); }
-int PMPI_Unpack_external() { return ethervia_unimplemented("MPI_Unpack_external", 15); }
-int PMPI_Unpack_external_c() { return ethervia_unimplemented("MPI_Unpack_external_c", 15); }
 int PMPI_Unpublish_name() { return ethervia_unimplemented("MPI_Unpublish_name", 15); }
 int PMPI_Win_allocate() { return ethervia_unimplemented("MPI_Win_allocate", 15); }
 int PMPI_Win_allocate_c() { return ethervia_unimplemented("MPI_Win_allocate_c", 15); }
