@@ -169,7 +169,6 @@ int PMPI_Status_f082c() { return ethervia_unimplemented("MPI_Status_f082c", 15);
 int PMPI_Status_f082f() { return ethervia_unimplemented("MPI_Status_f082f", 15); }
 int PMPI_Status_f2c() { return ethervia_unimplemented("MPI_Status_f2c", 15); }
 int PMPI_Status_f2f08() { return ethervia_unimplemented("MPI_Status_f2f08", 15); }
-int PMPI_Status_set_elements_x() { return ethervia_unimplemented("MPI_Status_set_elements_x", 15); }
 int PMPI_T_category_changed() { return ethervia_unimplemented("MPI_T_category_changed", 15); }
 int PMPI_T_category_get_categories() { return ethervia_unimplemented("MPI_T_category_get_categories", 15); }
 int PMPI_T_category_get_cvars() { return ethervia_unimplemented("MPI_T_category_get_cvars", 15); }
