@@ -24,6 +24,7 @@ const (
 	combinerIndexedBlock  = 10
 	combinerStruct        = 12
 	combinerSubarray      = 13
+	combinerDarray        = 14
 	combinerResized       = 18
 	combinerHindexedBlock = 19
 )

@@ -264,6 +264,29 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 	if n == 0 || len(subsizes) != n || len(starts) != n {
 		return nil, errorf(errArg, "subarray of %d dimensions", n)
 	}
+	for i := range sizes {
+		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i] > sizes[i]-subsizes[i] {
+			return nil, errorf(errArg, "dimension %d: size %d, subsize %d, start %d", i, sizes[i], subsizes[i], starts[i])
+		}
+	}
+	if err := runsOf(append([]int64{int64(len(old.runs))}, subsizes...)...); err != nil {
+		return nil, err
+	}
+	idx := make([][]int64, n)
+	for i := range sizes {
+		for j := starts[i]; j < starts[i]+subsizes[i]; j++ {
+			idx[i] = append(idx[i], j)
+		}
+	}
+	return grid(sizes, idx, fortran, old)
+}
+
+// grid is the layout of the elements of an n-dimensional array of old
+// whose index along dimension i is one of idx[i] (each increasing), in
+// array order, C (row-major) or Fortran; its bounds are the whole array's
+// (subarrays and distributed arrays).
+func grid(sizes []int64, idx [][]int64, fortran bool, old *layout) (*layout, error) {
+	n := len(sizes)
 	dims := make([]int, n) // fastest-varying last
 	for i := range dims {
 		dims[i] = i
@@ -272,11 +295,8 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 		}
 	}
 	factors := []int64{int64(len(old.runs))}
-	for i := range sizes {
-		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i] > sizes[i]-subsizes[i] {
-			return nil, errorf(errArg, "dimension %d: size %d, subsize %d, start %d", i, sizes[i], subsizes[i], starts[i])
-		}
-		factors = append(factors, subsizes[i])
+	for i := range idx {
+		factors = append(factors, int64(len(idx[i])))
 	}
 	if err := runsOf(factors...); err != nil {
 		return nil, err
@@ -285,7 +305,7 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 	whole := int64(1)
 	for _, n := range sizes {
 		if n > (1<<62)/whole/max(old.extent(), 1) {
-			return nil, errorf(errArg, "a subarray of an array of more than 2^62 bytes")
+			return nil, errorf(errArg, "an array of more than 2^62 bytes")
 		}
 		whole *= n
 	}
@@ -297,21 +317,26 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 		s *= sizes[dims[k]]
 	}
 	b := newBuilder()
-	idx := make([]int64, n)
-	for {
+	at := make([]int, n) // position in each idx list
+	for i := range idx {
+		if len(idx[i]) == 0 {
+			at = nil // no element at all
+		}
+	}
+	for at != nil {
 		var e int64
-		for i := range idx {
-			e += (starts[i] + idx[i]) * stride[i]
+		for i := range at {
+			e += idx[i][at[i]] * stride[i]
 		}
 		b.place(old, e*old.extent())
 		k := n - 1
 		for ; k >= 0; k-- {
 			d := dims[k]
-			idx[d]++
-			if idx[d] < subsizes[d] {
+			at[d]++
+			if at[d] < len(idx[d]) {
 				break
 			}
-			idx[d] = 0
+			at[d] = 0
 		}
 		if k < 0 {
 			break

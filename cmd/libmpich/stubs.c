@@ -220,8 +220,6 @@ int PMPI_T_pvar_write() { return ethervia_unimplemented("MPI_T_pvar_write", 15);
 int PMPI_T_source_get_info() { return ethervia_unimplemented("MPI_T_source_get_info", 15); }
 int PMPI_T_source_get_num() { return ethervia_unimplemented("MPI_T_source_get_num", 15); }
 int PMPI_T_source_get_timestamp() { return ethervia_unimplemented("MPI_T_source_get_timestamp", 15); }
-int PMPI_Type_create_darray() { return ethervia_unimplemented("MPI_Type_create_darray", 3); }
-int PMPI_Type_create_darray_c() { return ethervia_unimplemented("MPI_Type_create_darray_c", 3); }
 int PMPI_Type_create_f90_complex() { return ethervia_unimplemented("MPI_Type_create_f90_complex", 3); }
 int PMPI_Type_create_f90_integer() { return ethervia_unimplemented("MPI_Type_create_f90_integer", 3); }
 int PMPI_Type_create_f90_real() { return ethervia_unimplemented("MPI_Type_create_f90_real", 3); }
