@@ -81,7 +81,9 @@ func resultLines(out string, prefixes string) []string {
 // Bsend/Rsend, Ssend), coll.c every collective, Comm_split and Comm_dup,
 // attr.c attributes, error handlers, NULL arguments, Waitsome, Testsome,
 // Sendrecv_replace and Request_get_status, persist.c persistent requests
-// and MPI_Cancel, dtype.c derived datatypes and the pair types, topo.c
+// and MPI_Cancel, dtype.c derived datatypes and the pair types, dtype2.c
+// datatype attributes, external32, MPI_Status_set_elements_x and
+// distributed arrays, topo.c
 // groups and Cartesian topologies, ops.c user operations and the
 // reduce-scatters, nbc.c nonblocking collectives, nbr.c neighbourhood
 // collectives and MPI_Dist_graph_create, inter.c intercommunicators
@@ -100,7 +102,7 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "lcount", "bindings", "ring", "fatal"}
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "dtype2", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "lcount", "bindings", "ring", "fatal"}
 	compared := progs[:len(progs)-1] // fatal is checked on its own
 	for _, p := range progs {
 		cc, src := "mpicc.mpich", filepath.Join("c", p+".c")

@@ -6,27 +6,51 @@ package main
 import "C"
 
 import (
+	"slices"
 	"unsafe"
 
 	"github.com/ethervia/ethervia/mplite"
 )
 
-// keyval is a user attribute key: its copy and delete callbacks (C
-// functions, NULL for MPI_COMM_NULL_COPY_FN and MPI_COMM_NULL_DELETE_FN)
-// and the program's extra state.
+// keyval is a user attribute key: the kind of object it is for, its copy
+// and delete callbacks (C functions, NULL for MPI_COMM_NULL_COPY_FN,
+// MPI_TYPE_NULL_DELETE_FN and the like) and the program's extra state.
 //
 // The extra state and the attribute values are the program's void *, which
 // often hold plain integers: they are kept as uintptr, never in a Go
 // pointer, where the runtime would take a small one for a bad pointer and
 // abort (it did, copying a stack under load).
 type keyval struct {
+	kind             keyKind
 	copyFn, deleteFn unsafe.Pointer
 	extra            C.uintptr_t
-	freed            bool // MPI_Comm_free_keyval: no new attributes
+	freed            bool // MPI_*_free_keyval: no new attributes
 }
 
-// attr is an attribute a communicator holds.
+// keyKind is the kind of object a keyval's attributes hang on: a key made
+// for one kind is invalid on another, as in MPICH.
+type keyKind int
+
+const (
+	keyComm keyKind = iota
+	keyType
+)
+
+func (k keyKind) String() string { return [...]string{"communicator", "datatype"}[k] }
+
+// attr is an attribute an object holds.
 type attr struct{ val C.uintptr_t }
+
+// attrSet is the attributes an object holds, by keyval. Guarded by lib.mu.
+type attrSet struct{ m map[int32]attr }
+
+// holder is an object with attributes: a communicator or a datatype. The
+// callbacks get its handle (MPI_Comm and MPI_Datatype are both ints).
+type holder struct {
+	kind keyKind
+	h    C.int
+	set  *attrSet
+}
 
 // keyFirst is the first user keyval: MPICH's indirect keyval handles,
 // apart from MPI_KEYVAL_INVALID and the predefined keys.
@@ -64,17 +88,181 @@ func (l *library) predefinedAttr(key int32) (C.uintptr_t, bool) {
 	return 0, false
 }
 
+// createKeyval makes a keyval of kind for MPI_Comm_create_keyval and
+// MPI_Type_create_keyval.
+func createKeyval(kind keyKind, copyFn, deleteFn unsafe.Pointer, key *C.int, extra C.uintptr_t) error {
+	if key == nil {
+		return errorf(errArg, "NULL keyval")
+	}
+	lib.mu.Lock()
+	k := lib.keyvals.add(keyFirst, &keyval{kind: kind, copyFn: copyFn, deleteFn: deleteFn, extra: extra})
+	lib.mu.Unlock()
+	*key = C.int(k)
+	return nil
+}
+
+// freeKeyval marks a keyval of kind freed and resets *key.
+func freeKeyval(kind keyKind, key *C.int) error {
+	if key == nil {
+		return errorf(errArg, "NULL keyval")
+	}
+	lib.mu.Lock()
+	kv := lib.keyvals.at(int32(*key))
+	if kv != nil && kv.kind == kind {
+		kv.freed = true // attributes already set keep it until deleted
+	}
+	lib.mu.Unlock()
+	if kv == nil || kv.kind != kind {
+		return errorf(errArg, "invalid %s keyval %#x", kind, uint32(*key))
+	}
+	*key = keyvalInvalid
+	return nil
+}
+
+// keyvalFor returns the keyval key for an object of o's kind. lib.mu is
+// held.
+func (o holder) keyvalFor(key int32) (*keyval, error) {
+	kv := lib.keyvals.at(key)
+	if kv == nil || kv.kind != o.kind {
+		return nil, errorf(errArg, "invalid %s keyval %#x", o.kind, uint32(key))
+	}
+	return kv, nil
+}
+
+// setAttr attaches val under key, deleting the value it replaces first.
+func (o holder) setAttr(key int32, val C.uintptr_t) error {
+	lib.mu.Lock()
+	kv, err := o.keyvalFor(key)
+	old, had := o.set.m[key]
+	lib.mu.Unlock()
+	if err == nil && kv.freed {
+		err = errorf(errArg, "keyval %#x was freed", uint32(key))
+	}
+	if err != nil {
+		return err
+	}
+	if had {
+		if err := o.deleteAttr(key, kv, old); err != nil {
+			return err
+		}
+	}
+	lib.mu.Lock()
+	if o.set.m == nil {
+		o.set.m = make(map[int32]attr)
+	}
+	o.set.m[key] = attr{val: val}
+	lib.mu.Unlock()
+	return nil
+}
+
+// getAttr returns the value under key and whether there is one.
+func (o holder) getAttr(key int32) (C.uintptr_t, bool, error) {
+	lib.mu.Lock()
+	defer lib.mu.Unlock()
+	if _, err := o.keyvalFor(key); err != nil {
+		return 0, false, err
+	}
+	a, ok := o.set.m[key]
+	return a.val, ok, nil
+}
+
+// removeAttr deletes the attribute under key (MPI_*_delete_attr).
+func (o holder) removeAttr(key int32) error {
+	lib.mu.Lock()
+	kv, err := o.keyvalFor(key)
+	a, had := o.set.m[key]
+	lib.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !had {
+		return errorf(errArg, "no attribute for keyval %#x", uint32(key))
+	}
+	return o.deleteAttr(key, kv, a)
+}
+
+// deleteAttr runs the delete callback of the attribute under key and, if
+// it succeeds, removes the attribute; a failure carries the callback's
+// code.
+func (o holder) deleteAttr(key int32, kv *keyval, a attr) error {
+	if kv.deleteFn != nil {
+		if code := callDelete(kv.deleteFn, o.h, key, a.val, kv.extra); code != 0 {
+			return errorf(code, "the delete callback of keyval %#x failed with %d", uint32(key), code)
+		}
+	}
+	lib.mu.Lock()
+	delete(o.set.m, key)
+	lib.mu.Unlock()
+	return nil
+}
+
+// deleteAll deletes every attribute of o (MPI_Comm_free, MPI_Type_free,
+// and MPI_COMM_SELF's at MPI_Finalize); the first failing callback's code
+// is returned.
+func (o holder) deleteAll() int {
+	lib.mu.Lock()
+	keys := make([]int32, 0, len(o.set.m))
+	for k := range o.set.m {
+		keys = append(keys, k)
+	}
+	lib.mu.Unlock()
+	slices.Sort(keys) // in the keyvals' order, as MPICH does
+	first := 0
+	for _, k := range keys {
+		lib.mu.Lock()
+		kv, a := lib.keyvals.at(k), o.set.m[k]
+		lib.mu.Unlock()
+		if kv == nil {
+			continue
+		}
+		if err := o.deleteAttr(k, kv, a); err != nil && first == 0 {
+			first = codeOf(err)
+		}
+	}
+	return first
+}
+
+// copyAttrs gives the duplicate to of o the attributes whose copy
+// callbacks say so (MPI_Comm_dup, MPI_Type_dup); a failing callback's code
+// is returned.
+func (o holder) copyAttrs(to holder) int {
+	lib.mu.Lock()
+	type kva struct {
+		k  int32
+		kv *keyval
+		a  attr
+	}
+	var all []kva
+	for k, a := range o.set.m {
+		if kv := lib.keyvals.at(k); kv != nil && kv.copyFn != nil {
+			all = append(all, kva{k, kv, a})
+		}
+	}
+	lib.mu.Unlock()
+	for _, x := range all {
+		code, out, keep := callCopy(x.kv.copyFn, o.h, x.k, x.kv.extra, x.a.val)
+		if code != 0 {
+			return code
+		}
+		if keep {
+			lib.mu.Lock()
+			if to.set.m == nil {
+				to.set.m = make(map[int32]attr)
+			}
+			to.set.m[x.k] = attr{val: out}
+			lib.mu.Unlock()
+		}
+	}
+	return 0
+}
+
+// attrs is the attribute holder of a communicator.
+func (ce *commEntry) attrs() holder { return holder{keyComm, C.int(ce.h), &ce.attrSet} }
+
 //export PMPI_Comm_create_keyval
 func PMPI_Comm_create_keyval(copyFn, deleteFn unsafe.Pointer, key *C.int, extra C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Comm_create_keyval", &mpirc)
-	if key == nil {
-		return ret("MPI_Comm_create_keyval", errorf(errArg, "NULL keyval"))
-	}
-	lib.mu.Lock()
-	k := lib.keyvals.add(keyFirst, &keyval{copyFn: copyFn, deleteFn: deleteFn, extra: extra})
-	lib.mu.Unlock()
-	*key = C.int(k)
-	return errSuccess
+	return ret("MPI_Comm_create_keyval", createKeyval(keyComm, copyFn, deleteFn, key, extra))
 }
 
 //export PMPI_Keyval_create
@@ -85,20 +273,7 @@ func PMPI_Keyval_create(copyFn, deleteFn unsafe.Pointer, key *C.int, extra C.uin
 //export PMPI_Comm_free_keyval
 func PMPI_Comm_free_keyval(key *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_free_keyval", &mpirc)
-	if key == nil {
-		return ret("MPI_Comm_free_keyval", errorf(errArg, "NULL keyval"))
-	}
-	lib.mu.Lock()
-	kv := lib.keyvals.at(int32(*key))
-	if kv != nil {
-		kv.freed = true // attributes already set keep it until deleted
-	}
-	lib.mu.Unlock()
-	if kv == nil {
-		return ret("MPI_Comm_free_keyval", errorf(errArg, "invalid keyval %#x", uint32(*key)))
-	}
-	*key = keyvalInvalid
-	return errSuccess
+	return ret("MPI_Comm_free_keyval", freeKeyval(keyComm, key))
 }
 
 //export PMPI_Keyval_free
@@ -108,29 +283,10 @@ func PMPI_Keyval_free(key *C.int) C.int { return PMPI_Comm_free_keyval(key) }
 func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Comm_set_attr", &mpirc)
 	ce, err := lib.comm(comm)
-	if err != nil {
-		return retc(comm, "MPI_Comm_set_attr", err)
+	if err == nil {
+		err = ce.attrs().setAttr(int32(key), val)
 	}
-	lib.mu.Lock()
-	kv := lib.keyvals.at(int32(key))
-	old, had := ce.attrs[int32(key)]
-	lib.mu.Unlock()
-	if kv == nil || kv.freed {
-		return retc(comm, "MPI_Comm_set_attr", errorf(errArg, "invalid keyval %#x", uint32(key)))
-	}
-	if had {
-		// Replacing a value deletes the old one first.
-		if code := deleteAttr(ce, int32(key), kv, old); code != 0 {
-			return retc(comm, "MPI_Comm_set_attr", errorf(code, "the delete callback of keyval %#x failed with %d", uint32(key), code))
-		}
-	}
-	lib.mu.Lock()
-	if ce.attrs == nil {
-		ce.attrs = make(map[int32]attr)
-	}
-	ce.attrs[int32(key)] = attr{val: val}
-	lib.mu.Unlock()
-	return errSuccess
+	return retc(comm, "MPI_Comm_set_attr", err)
 }
 
 //export PMPI_Attr_put
@@ -153,16 +309,11 @@ func PMPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.
 	}
 	lib.mu.Lock()
 	val, ok := lib.predefinedAttr(int32(key))
-	known := ok
-	if !ok {
-		var a attr
-		a, ok = ce.attrs[int32(key)]
-		val = a.val
-		known = lib.keyvals.has(int32(key))
-	}
 	lib.mu.Unlock()
-	if !known {
-		return retc(comm, "MPI_Comm_get_attr", errorf(errArg, "invalid keyval %#x", uint32(key)))
+	if !ok {
+		if val, ok, err = ce.attrs().getAttr(int32(key)); err != nil {
+			return retc(comm, "MPI_Comm_get_attr", err)
+		}
 	}
 	*flag = 0
 	if ok {
@@ -181,93 +332,11 @@ func PMPI_Attr_get(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.int) 
 func PMPI_Comm_delete_attr(comm C.MPI_Comm, key C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_delete_attr", &mpirc)
 	ce, err := lib.comm(comm)
-	if err != nil {
-		return retc(comm, "MPI_Comm_delete_attr", err)
+	if err == nil {
+		err = ce.attrs().removeAttr(int32(key))
 	}
-	lib.mu.Lock()
-	kv := lib.keyvals.at(int32(key))
-	a, had := ce.attrs[int32(key)]
-	lib.mu.Unlock()
-	if kv == nil || !had {
-		return retc(comm, "MPI_Comm_delete_attr", errorf(errArg, "no attribute for keyval %#x", uint32(key)))
-	}
-	if code := deleteAttr(ce, int32(key), kv, a); code != 0 {
-		return retc(comm, "MPI_Comm_delete_attr", errorf(code, "the delete callback of keyval %#x failed with %d", uint32(key), code))
-	}
-	return errSuccess
+	return retc(comm, "MPI_Comm_delete_attr", err)
 }
 
 //export PMPI_Attr_delete
 func PMPI_Attr_delete(comm C.MPI_Comm, key C.int) C.int { return PMPI_Comm_delete_attr(comm, key) }
-
-// deleteAttr runs the delete callback of ce's attribute under key and, if
-// it succeeds, removes the attribute. It returns the callback's code.
-func deleteAttr(ce *commEntry, key int32, kv *keyval, a attr) int {
-	if kv.deleteFn != nil {
-		if code := callDelete(kv.deleteFn, ce.h, key, a.val, kv.extra); code != 0 {
-			return code
-		}
-	}
-	lib.mu.Lock()
-	delete(ce.attrs, key)
-	lib.mu.Unlock()
-	return 0
-}
-
-// deleteAll deletes every attribute of ce (MPI_Comm_free, and
-// MPI_COMM_SELF's at MPI_Finalize); the first failing callback's code is
-// returned.
-func deleteAll(ce *commEntry) int {
-	lib.mu.Lock()
-	keys := make([]int32, 0, len(ce.attrs))
-	for k := range ce.attrs {
-		keys = append(keys, k)
-	}
-	lib.mu.Unlock()
-	first := 0
-	for _, k := range keys {
-		lib.mu.Lock()
-		kv, a := lib.keyvals.at(k), ce.attrs[k]
-		lib.mu.Unlock()
-		if kv == nil {
-			continue
-		}
-		if code := deleteAttr(ce, k, kv, a); code != 0 && first == 0 {
-			first = code
-		}
-	}
-	return first
-}
-
-// copyAttrs gives the duplicate ne of ce the attributes whose copy
-// callbacks say so (MPI_Comm_dup).
-func copyAttrs(ce, ne *commEntry) int {
-	lib.mu.Lock()
-	type kva struct {
-		k  int32
-		kv *keyval
-		a  attr
-	}
-	var all []kva
-	for k, a := range ce.attrs {
-		if kv := lib.keyvals.at(k); kv != nil && kv.copyFn != nil {
-			all = append(all, kva{k, kv, a})
-		}
-	}
-	lib.mu.Unlock()
-	for _, x := range all {
-		code, out, keep := callCopy(x.kv.copyFn, ce.h, x.k, x.kv.extra, x.a.val)
-		if code != 0 {
-			return code
-		}
-		if keep {
-			lib.mu.Lock()
-			if ne.attrs == nil {
-				ne.attrs = make(map[int32]attr)
-			}
-			ne.attrs[x.k] = attr{val: out}
-			lib.mu.Unlock()
-		}
-	}
-	return 0
-}

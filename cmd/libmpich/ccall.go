@@ -14,8 +14,10 @@ typedef void (*ev_user_fn_c)(void *, void *, MPI_Count *, MPI_Datatype *);
 static void ev_call_op_c(void *fn, void *in, void *inout, MPI_Count len, MPI_Datatype dt) {
 	((ev_user_fn_c)fn)(in, inout, &len, &dt);
 }
-typedef int (*ev_copy_fn)(MPI_Comm, int, void *, void *, void *, int *);
-typedef int (*ev_delete_fn)(MPI_Comm, int, void *, void *);
+// The attribute callbacks of communicators and datatypes differ only in
+// the handle's type, an int for both.
+typedef int (*ev_copy_fn)(int, int, void *, void *, void *, int *);
+typedef int (*ev_delete_fn)(int, int, void *, void *);
 
 #include <stdint.h>
 
@@ -38,8 +40,8 @@ static void ev_call_op_cxx(void *cxx, void *fn, void *in, void *inout, int len, 
 	((ev_op_cxx)cxx)(in, inout, len, dt, fn);
 }
 
-static int ev_call_copy(void *fn, MPI_Comm comm, int key, uintptr_t extra, uintptr_t in, uintptr_t *out, int *flag) {
-	return ((ev_copy_fn)fn)(comm, key, (void *)extra, (void *)in, (void *)out, flag);
+static int ev_call_copy(void *fn, int obj, int key, uintptr_t extra, uintptr_t in, uintptr_t *out, int *flag) {
+	return ((ev_copy_fn)fn)(obj, key, (void *)extra, (void *)in, (void *)out, flag);
 }
 
 typedef int (*ev_greq_query)(void *, MPI_Status *);
@@ -50,8 +52,8 @@ static int ev_call_greq_query(void *fn, uintptr_t extra, MPI_Status *st) { retur
 static int ev_call_greq_free(void *fn, uintptr_t extra) { return ((ev_greq_free)fn)((void *)extra); }
 static int ev_call_greq_cancel(void *fn, uintptr_t extra, int complete) { return ((ev_greq_cancel)fn)((void *)extra, complete); }
 
-static int ev_call_delete(void *fn, MPI_Comm comm, int key, uintptr_t val, uintptr_t extra) {
-	return ((ev_delete_fn)fn)(comm, key, (void *)val, (void *)extra);
+static int ev_call_delete(void *fn, int obj, int key, uintptr_t val, uintptr_t extra) {
+	return ((ev_delete_fn)fn)(obj, key, (void *)val, (void *)extra);
 }
 */
 import "C"
@@ -94,17 +96,18 @@ func callOp(u *userOp, in, inout unsafe.Pointer, n int, dt C.MPI_Datatype) {
 	C.ev_call_op(u.fn, in, inout, C.int(n), dt)
 }
 
-// callCopy runs an attribute copy callback; it returns the callback's
+// callCopy runs an attribute copy callback of the object obj (a
+// communicator or a datatype); it returns the callback's
 // code, the new value and whether to attach it.
-func callCopy(fn unsafe.Pointer, comm C.MPI_Comm, key int32, extra, in C.uintptr_t) (int, C.uintptr_t, bool) {
+func callCopy(fn unsafe.Pointer, obj C.int, key int32, extra, in C.uintptr_t) (int, C.uintptr_t, bool) {
 	var out C.uintptr_t
 	var flag C.int
-	rc := C.ev_call_copy(fn, comm, C.int(key), extra, in, &out, &flag)
+	rc := C.ev_call_copy(fn, obj, C.int(key), extra, in, &out, &flag)
 	return int(rc), out, flag != 0
 }
 
-func callDelete(fn unsafe.Pointer, comm C.MPI_Comm, key int32, val, extra C.uintptr_t) int {
-	return int(C.ev_call_delete(fn, comm, C.int(key), val, extra))
+func callDelete(fn unsafe.Pointer, obj C.int, key int32, val, extra C.uintptr_t) int {
+	return int(C.ev_call_delete(fn, obj, C.int(key), val, extra))
 }
 
 func callGreqQuery(fn unsafe.Pointer, extra C.uintptr_t, st *C.MPI_Status) int {

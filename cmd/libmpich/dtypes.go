@@ -21,6 +21,7 @@ type typeEntry struct {
 	l         *layout
 	committed bool
 	env       *envelope // the constructor call (MPI_Type_get_contents)
+	attrSet   attrSet   // user attributes by keyval
 }
 
 func isBuiltin(dt C.MPI_Datatype) bool { return uint32(dt)&0xff000000 == 0x4c000000 }
@@ -61,10 +62,11 @@ func layoutOf(dt C.MPI_Datatype) (l *layout, committed bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		if h == 0x4c000816 { // MPI_2INT: a pair of ints
+		if h == type2Int { // a pair of ints
 			i := basicLayout(0x4c000405, 4)
 			l, _ := hvector(1, 2, 0, i)
 			l.basic = h
+			l.spans = []span{{8, 0x4c000405}}
 			return l, true, nil
 		}
 		return basicLayout(h, int64(n)), true, nil
@@ -309,12 +311,25 @@ func PMPI_Type_dup(old C.MPI_Datatype, out *C.MPI_Datatype) (mpirc C.int) {
 	if err != nil {
 		return ret("MPI_Type_dup", err)
 	}
-	if err := newType(l, env(combinerDup, old, nil, nil), out); err != nil {
+	from, err := typeAttrs(old)
+	if err != nil {
+		return ret("MPI_Type_dup", err)
+	}
+	var dup C.MPI_Datatype
+	if err := newType(l, env(combinerDup, old, nil, nil), &dup); err != nil {
 		return ret("MPI_Type_dup", err)
 	}
 	lib.mu.Lock()
-	lib.types.at(int32(*out)).committed = committed
+	te := lib.types.at(int32(dup))
+	te.committed = committed
 	lib.mu.Unlock()
+	if code := from.copyAttrs(holder{keyType, C.int(dup), &te.attrSet}); code != 0 {
+		lib.mu.Lock()
+		lib.types.del(int32(dup))
+		lib.mu.Unlock()
+		return ret("MPI_Type_dup", errorf(code, "an attribute copy callback failed with %d", code))
+	}
+	*out = dup
 	return errSuccess
 }
 
@@ -342,6 +357,16 @@ func PMPI_Type_commit(dt *C.MPI_Datatype) (mpirc C.int) {
 //export PMPI_Type_free
 func PMPI_Type_free(dt *C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Type_free", &mpirc)
+	lib.mu.Lock()
+	te := lib.types.at(int32(*dt))
+	lib.mu.Unlock()
+	if te == nil {
+		return ret("MPI_Type_free", errorf(errType, "datatype %#x is not a derived datatype", uint32(*dt)))
+	}
+	// The delete callbacks run first, with the handle still valid.
+	if code := (holder{keyType, C.int(*dt), &te.attrSet}).deleteAll(); code != 0 {
+		return ret("MPI_Type_free", errorf(code, "an attribute delete callback failed with %d", code))
+	}
 	lib.mu.Lock()
 	ok := lib.types.del(int32(*dt))
 	lib.mu.Unlock()

@@ -191,7 +191,7 @@ func stopRuntime() error {
 	}
 	// MPI_COMM_SELF's attributes are deleted first, while MPI still works:
 	// libraries hang their clean-up on them.
-	if code := deleteAll(self); code != 0 {
+	if code := self.attrs().deleteAll(); code != 0 {
 		return errorf(code, "an attribute delete callback of MPI_COMM_SELF failed with %d", code)
 	}
 	errB := mplite.Waitall(bs...)
@@ -262,7 +262,7 @@ func PMPI_Comm_dup(comm C.MPI_Comm, newcomm *C.MPI_Comm) (mpirc C.int) {
 	}
 	ne.cart, ne.graph, ne.dist = ce.cart, ce.graph, ce.dist // a duplicate keeps the topology
 	h := lib.addComm(ne)
-	if code := copyAttrs(ce, ne); code != 0 {
+	if code := ce.attrs().copyAttrs(ne.attrs()); code != 0 {
 		lib.forget(h)
 		_ = ne.free()
 		return retc(comm, "MPI_Comm_dup", errorf(code, "an attribute copy callback failed with %d", code))
@@ -313,7 +313,7 @@ func PMPI_Comm_free(comm *C.MPI_Comm) (mpirc C.int) {
 	}
 	// MPI calls the attributes' delete callbacks first, with the handle
 	// still valid.
-	if code := deleteAll(ce); code != 0 {
+	if code := ce.attrs().deleteAll(); code != 0 {
 		return ret("MPI_Comm_free", errorf(code, "an attribute delete callback failed with %d", code))
 	}
 	ce.stopWorker()

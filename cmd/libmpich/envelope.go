@@ -24,6 +24,7 @@ const (
 	combinerIndexedBlock  = 10
 	combinerStruct        = 12
 	combinerSubarray      = 13
+	combinerDarray        = 14
 	combinerResized       = 18
 	combinerHindexedBlock = 19
 )
@@ -126,6 +127,7 @@ func PMPI_Type_get_contents(dt C.MPI_Datatype, maxi, maxa, maxd C.int, ints *C.i
 			if r.te != nil {
 				lib.mu.Lock()
 				cp := *r.te
+				cp.attrSet = attrSet{} // a new handle: no attributes
 				out[i] = C.MPI_Datatype(lib.types.add(typeFirst, &cp))
 				lib.mu.Unlock()
 			}

@@ -6,6 +6,7 @@ package main
 import "C"
 
 import (
+	"math"
 	"slices"
 	"unsafe"
 
@@ -304,6 +305,23 @@ func PMPI_Status_set_elements(stArg C.uintptr_t, dt C.MPI_Datatype, count C.int)
 	l, _, err := layoutOf(dt)
 	if err != nil {
 		return ret("MPI_Status_set_elements", err)
+	}
+	cancelled := st.count_hi_and_cancelled & 1
+	setStatus(st, int(st.MPI_SOURCE), int(st.MPI_TAG), int64(count)*l.elemSize())
+	st.count_hi_and_cancelled |= cancelled
+	return errSuccess
+}
+
+//export PMPI_Status_set_elements_x
+func PMPI_Status_set_elements_x(stArg C.uintptr_t, dt C.MPI_Datatype, count C.MPI_Count) (mpirc C.int) {
+	defer guard("MPI_Status_set_elements_x", &mpirc)
+	st := statusPtr(stArg)
+	l, _, err := layoutOf(dt)
+	if err == nil && (count < 0 || l.elemSize() > 0 && int64(count) > math.MaxInt64/l.elemSize()) {
+		err = errorf(errCount, "count %d", int64(count))
+	}
+	if err != nil {
+		return ret("MPI_Status_set_elements_x", err)
 	}
 	cancelled := st.count_hi_and_cancelled & 1
 	setStatus(st, int(st.MPI_SOURCE), int(st.MPI_TAG), int64(count)*l.elemSize())

@@ -637,6 +637,46 @@ func PMPI_Pack_c(in unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, out un
 	return errSuccess
 }
 
+//export PMPI_Pack_external_c
+func PMPI_Pack_external_c(datarep *C.char, in unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype, out unsafe.Pointer, outsize C.MPI_Count, pos *C.MPI_Count) (mpirc C.int) {
+	defer guard("MPI_Pack_external_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Pack_external_c", commWorld, count)
+	if !countOK {
+		return countRC
+	}
+	var posOut C.MPI_Aint
+	if pos != nil {
+		posOut = C.MPI_Aint(*pos)
+	}
+	if rc := PMPI_Pack_external(datarep, in, countInt, dt, out, C.MPI_Aint(outsize), &posOut); rc != errSuccess {
+		return rc
+	}
+	if pos != nil {
+		*pos = C.MPI_Count(posOut)
+	}
+	return errSuccess
+}
+
+//export PMPI_Pack_external_size_c
+func PMPI_Pack_external_size_c(datarep *C.char, count C.MPI_Count, dt C.MPI_Datatype, size *C.MPI_Count) (mpirc C.int) {
+	defer guard("MPI_Pack_external_size_c", &mpirc)
+	countInt, countRC, countOK := intCount("MPI_Pack_external_size_c", commWorld, count)
+	if !countOK {
+		return countRC
+	}
+	var sizeOut C.MPI_Aint
+	if size != nil {
+		sizeOut = C.MPI_Aint(*size)
+	}
+	if rc := PMPI_Pack_external_size(datarep, countInt, dt, &sizeOut); rc != errSuccess {
+		return rc
+	}
+	if size != nil {
+		*size = C.MPI_Count(sizeOut)
+	}
+	return errSuccess
+}
+
 //export PMPI_Pack_size_c
 func PMPI_Pack_size_c(count C.MPI_Count, dt C.MPI_Datatype, comm C.MPI_Comm, size *C.MPI_Count) (mpirc C.int) {
 	defer guard("MPI_Pack_size_c", &mpirc)
@@ -1038,6 +1078,26 @@ func PMPI_Unpack_c(in unsafe.Pointer, insize C.MPI_Count, pos *C.MPI_Count, out 
 		return countRC
 	}
 	if rc := PMPI_Unpack(in, insizeInt, &posOut, out, countInt, dt, comm); rc != errSuccess {
+		return rc
+	}
+	if pos != nil {
+		*pos = C.MPI_Count(posOut)
+	}
+	return errSuccess
+}
+
+//export PMPI_Unpack_external_c
+func PMPI_Unpack_external_c(datarep *C.char, in unsafe.Pointer, insize C.MPI_Count, pos *C.MPI_Count, out unsafe.Pointer, count C.MPI_Count, dt C.MPI_Datatype) (mpirc C.int) {
+	defer guard("MPI_Unpack_external_c", &mpirc)
+	var posOut C.MPI_Aint
+	if pos != nil {
+		posOut = C.MPI_Aint(*pos)
+	}
+	countInt, countRC, countOK := intCount("MPI_Unpack_external_c", commWorld, count)
+	if !countOK {
+		return countRC
+	}
+	if rc := PMPI_Unpack_external(datarep, in, C.MPI_Aint(insize), &posOut, out, countInt, dt); rc != errSuccess {
 		return rc
 	}
 	if pos != nil {

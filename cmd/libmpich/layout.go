@@ -16,9 +16,32 @@ type layout struct {
 	tlb, tub int64  // true bounds: the first and past-the-last byte touched
 	basic    uint32 // the one predefined type the data is made of, 0 if mixed
 	align    int64  // the largest alignment of its basic types (struct padding)
+
+	// spans are the basic types of the packed bytes in order, which
+	// external32 converts one by one. nil when every byte is of basic, a
+	// plain predefined type (the common case costs nothing), or when
+	// there would be more than maxSpans (spansLost).
+	spans     []span
+	spansLost bool
 }
 
 type run struct{ off, n int64 }
+
+// span is n packed bytes of elements of the predefined type basic.
+type span struct {
+	n     int64
+	basic uint32
+}
+
+// maxSpans bounds the spans a layout keeps: a larger mixed type still
+// communicates, only external32 refuses it.
+const maxSpans = 1 << 20
+
+// plainBasic reports whether h is a predefined type that a layout's basic
+// alone describes (not MPI_2INT, nor a pair type, nor 0: mixed).
+func plainBasic(h uint32) bool { return h&0xff000000 == 0x4c000000 && h != type2Int }
+
+const type2Int = 0x4c000816 // MPI_2INT
 
 func (l *layout) extent() int64 { return l.ub - l.lb }
 
@@ -39,12 +62,14 @@ type builder struct {
 	first bool
 	basic uint32
 	mixed bool
+	plain uint32 // while l.spans is nil: the plain basic type of all bytes so far
 }
 
 func newBuilder() *builder { return &builder{first: true} }
 
 // place appends one copy of old at byte displacement d.
 func (b *builder) place(old *layout, d int64) {
+	b.addSpans(old)
 	for _, r := range old.runs {
 		off := d + r.off
 		if k := len(b.l.runs); k > 0 && b.l.runs[k-1].off+b.l.runs[k-1].n == off {
@@ -72,6 +97,39 @@ func (b *builder) place(old *layout, d int64) {
 	b.l.align = max(b.l.align, old.align)
 }
 
+// addSpans appends old's spans, before old's bytes are counted in b.
+func (b *builder) addSpans(old *layout) {
+	if old.size == 0 || b.l.spansLost {
+		return
+	}
+	if b.l.spans == nil && old.spans == nil && plainBasic(old.basic) && (b.l.size == 0 || b.plain == old.basic) {
+		b.plain = old.basic // still one plain type: nothing to keep
+		return
+	}
+	own := old.spans
+	if own == nil {
+		if old.spansLost || !plainBasic(old.basic) {
+			b.l.spans, b.l.spansLost = nil, true
+			return
+		}
+		own = []span{{old.size, old.basic}}
+	}
+	if b.l.spans == nil && b.l.size > 0 {
+		b.l.spans = []span{{b.l.size, b.plain}}
+	}
+	for _, sp := range own {
+		if k := len(b.l.spans); k > 0 && b.l.spans[k-1].basic == sp.basic {
+			b.l.spans[k-1].n += sp.n
+			continue
+		}
+		if len(b.l.spans) >= maxSpans {
+			b.l.spans, b.l.spansLost = nil, true
+			return
+		}
+		b.l.spans = append(b.l.spans, sp)
+	}
+}
+
 // done returns the layout (an empty one has bounds 0).
 func (b *builder) done() *layout {
 	l := b.l
@@ -80,6 +138,11 @@ func (b *builder) done() *layout {
 	}
 	if b.first {
 		l.basic = 0
+	}
+	if l.spans == nil && !l.spansLost && l.size > 0 && l.basic != b.plain {
+		// One plain type, but basic says otherwise (an empty part made it
+		// "mixed"): say which.
+		l.spans = []span{{l.size, b.plain}}
 	}
 	return &l
 }
@@ -201,6 +264,29 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 	if n == 0 || len(subsizes) != n || len(starts) != n {
 		return nil, errorf(errArg, "subarray of %d dimensions", n)
 	}
+	for i := range sizes {
+		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i] > sizes[i]-subsizes[i] {
+			return nil, errorf(errArg, "dimension %d: size %d, subsize %d, start %d", i, sizes[i], subsizes[i], starts[i])
+		}
+	}
+	if err := runsOf(append([]int64{int64(len(old.runs))}, subsizes...)...); err != nil {
+		return nil, err
+	}
+	idx := make([][]int64, n)
+	for i := range sizes {
+		for j := starts[i]; j < starts[i]+subsizes[i]; j++ {
+			idx[i] = append(idx[i], j)
+		}
+	}
+	return grid(sizes, idx, fortran, old)
+}
+
+// grid is the layout of the elements of an n-dimensional array of old
+// whose index along dimension i is one of idx[i] (each increasing), in
+// array order, C (row-major) or Fortran; its bounds are the whole array's
+// (subarrays and distributed arrays).
+func grid(sizes []int64, idx [][]int64, fortran bool, old *layout) (*layout, error) {
+	n := len(sizes)
 	dims := make([]int, n) // fastest-varying last
 	for i := range dims {
 		dims[i] = i
@@ -209,11 +295,8 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 		}
 	}
 	factors := []int64{int64(len(old.runs))}
-	for i := range sizes {
-		if sizes[i] <= 0 || subsizes[i] <= 0 || starts[i] < 0 || starts[i] > sizes[i]-subsizes[i] {
-			return nil, errorf(errArg, "dimension %d: size %d, subsize %d, start %d", i, sizes[i], subsizes[i], starts[i])
-		}
-		factors = append(factors, subsizes[i])
+	for i := range idx {
+		factors = append(factors, int64(len(idx[i])))
 	}
 	if err := runsOf(factors...); err != nil {
 		return nil, err
@@ -222,7 +305,7 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 	whole := int64(1)
 	for _, n := range sizes {
 		if n > (1<<62)/whole/max(old.extent(), 1) {
-			return nil, errorf(errArg, "a subarray of an array of more than 2^62 bytes")
+			return nil, errorf(errArg, "an array of more than 2^62 bytes")
 		}
 		whole *= n
 	}
@@ -234,21 +317,26 @@ func subarray(sizes, subsizes, starts []int64, fortran bool, old *layout) (*layo
 		s *= sizes[dims[k]]
 	}
 	b := newBuilder()
-	idx := make([]int64, n)
-	for {
+	at := make([]int, n) // position in each idx list
+	for i := range idx {
+		if len(idx[i]) == 0 {
+			at = nil // no element at all
+		}
+	}
+	for at != nil {
 		var e int64
-		for i := range idx {
-			e += (starts[i] + idx[i]) * stride[i]
+		for i := range at {
+			e += idx[i][at[i]] * stride[i]
 		}
 		b.place(old, e*old.extent())
 		k := n - 1
 		for ; k >= 0; k-- {
 			d := dims[k]
-			idx[d]++
-			if idx[d] < subsizes[d] {
+			at[d]++
+			if at[d] < len(idx[d]) {
 				break
 			}
-			idx[d] = 0
+			at[d] = 0
 		}
 		if k < 0 {
 			break

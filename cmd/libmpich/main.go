@@ -133,6 +133,7 @@ type library struct {
 	messages  handles[*probed]     // messages taken by MPI_Mprobe
 	attrVals  unsafe.Pointer       // C memory for the predefined attributes' values
 	typeNames map[uint32]string    // MPI_Type_set_name
+	typeAttrs map[int32]*attrSet   // the predefined datatypes' attributes
 	userErrs  map[int]userErr      // MPI_Add_error_class and _code
 	lastErr   int                  // the largest added error class or code
 	classes   int                  // error classes added
@@ -193,14 +194,14 @@ type commEntry struct {
 	c        *mplite.Comm
 	h        C.MPI_Comm // its handle
 	freeable bool
-	eh       int32          // error handler: errorsAreFatal, errorsReturn, errorsAbort or a user one
-	attrs    map[int32]attr // user attributes by keyval
-	cart     *cart          // a Cartesian topology, or nil
-	graph    *graph         // a graph topology, or nil
-	dist     *distGraph     // a distributed graph topology, or nil
-	nbc      *nbcQueue      // the nonblocking collectives' worker, once started
-	nbr      *mplite.Comm   // the neighbourhood collectives' duplicate, once used
-	name     *string        // MPI_Comm_set_name
+	eh       int32        // error handler: errorsAreFatal, errorsReturn, errorsAbort or a user one
+	attrSet  attrSet      // user attributes by keyval
+	cart     *cart        // a Cartesian topology, or nil
+	graph    *graph       // a graph topology, or nil
+	dist     *distGraph   // a distributed graph topology, or nil
+	nbc      *nbcQueue    // the nonblocking collectives' worker, once started
+	nbr      *mplite.Comm // the neighbourhood collectives' duplicate, once used
+	name     *string      // MPI_Comm_set_name
 }
 
 // newCommEntry makes the entry of a communicator derived from parent (nil

@@ -225,7 +225,7 @@ func PMPI_Comm_idup(comm C.MPI_Comm, newcomm *C.MPI_Comm, req *C.MPI_Request) (m
 		lib.mu.Lock()
 		ne.c, ne.cart, ne.graph, ne.dist = c, ce.cart, ce.graph, ce.dist // a duplicate keeps the topology
 		lib.mu.Unlock()
-		if code := copyAttrs(ce, ne); code != 0 {
+		if code := ce.attrs().copyAttrs(ne.attrs()); code != 0 {
 			return errorf(code, "an attribute copy callback failed with %d", code)
 		}
 		return nil
