@@ -92,7 +92,9 @@ func resultLines(out string, prefixes string) []string {
 // and error handlers through their trampolines), misc.c info objects,
 // names and status setters, pmpi.c a program that intercepts MPI_ calls and passes
 // them to PMPI_ (as tracers do), f/ring.f90 a Fortran program over
-// Debian's libmpichfort.so.12; fatal.c an error under the
+// Debian's libmpichfort.so.12, f/solver.f90 what a Fortran solver calls
+// (Cartesian halo exchanges of a derived type, MAXLOC on
+// MPI_2DOUBLE_PRECISION, keyvals with Fortran callbacks); fatal.c an error under the
 // default handler, which must end the job on both libraries.
 // MPI_Ssend must not return before the delayed receive was posted (see
 // checkSsendTimes).
@@ -102,12 +104,12 @@ func TestLibmpich(t *testing.T) {
 	dir := t.TempDir()
 	buildShared(t, dir, "github.com/ethervia/ethervia/cmd/libmpich", "libmpich.so.12")
 	mprun := built.path(t, "mprun")
-	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "dtype2", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "lcount", "bindings", "ring", "fatal"}
+	progs := []string{"p2p", "coll", "attr", "persist", "dtype", "dtype2", "topo", "ops", "nbc", "misc", "pmpi", "nbr", "inter", "session", "lcount", "bindings", "ring", "solver", "fatal"}
 	compared := progs[:len(progs)-1] // fatal is checked on its own
 	for _, p := range progs {
 		cc, src := "mpicc.mpich", filepath.Join("c", p+".c")
 		switch p {
-		case "ring":
+		case "ring", "solver":
 			cc, src = "mpif90.mpich", filepath.Join("f", p+".f90") // Fortran, over Debian's libmpichfort
 		case "bindings":
 			cc, src = "mpicxx.mpich", filepath.Join("cxx", p+".cxx") // C++, over Debian's libmpichcxx

@@ -25,6 +25,10 @@ type keyval struct {
 	copyFn, deleteFn unsafe.Pointer
 	extra            C.uintptr_t
 	freed            bool // MPI_*_free_keyval: no new attributes
+	// Fortran's bindings call the program's callbacks through proxies
+	// (MPII_Keyval_set_proxy), which take the arguments as C passes them
+	// and hand them on by reference.
+	copyProxy, deleteProxy unsafe.Pointer
 }
 
 // keyKind is the kind of object a keyval's attributes hang on: a key made
@@ -38,8 +42,19 @@ const (
 
 func (k keyKind) String() string { return [...]string{"communicator", "datatype"}[k] }
 
-// attr is an attribute an object holds.
-type attr struct{ val C.uintptr_t }
+// attr is an attribute an object holds: its value and how it was set, as
+// MPICH's attribute types say (attrPtr from C, attrAint or attrInt from
+// Fortran, where the value is the integer itself).
+type attr struct {
+	val C.uintptr_t
+	typ C.int
+}
+
+const (
+	attrPtr  = 0 // MPIR_ATTR_PTR
+	attrAint = 1 // MPIR_ATTR_AINT: INTEGER(KIND=MPI_ADDRESS_KIND)
+	attrInt  = 3 // MPIR_ATTR_INT: INTEGER
+)
 
 // attrSet is the attributes an object holds, by keyval. Guarded by lib.mu.
 type attrSet struct{ m map[int32]attr }
@@ -60,6 +75,18 @@ const keyFirst = -0x5c000000 // 0xa4000000 as an int32
 // in library.attrVals (C memory: MPI_Comm_get_attr hands out pointers to
 // them, which must stay put).
 var predefined = [...]int32{keyTagUB, keyHost, keyIO, keyWtimeIsGlobal, keyUniverseSize, keyLastUsedCode, keyAppNum}
+
+// predefinedValue is the value of predefined attribute key (one for which
+// predefinedAttr answers). l.mu is held.
+func (l *library) predefinedValue(key int32) C.int {
+	vals := unsafe.Slice((*C.int)(l.attrVals), len(predefined))
+	for i, k := range predefined {
+		if k == key {
+			return vals[i]
+		}
+	}
+	return 0
+}
 
 // setPredefined fills the predefined attributes' values for a world of
 // size ranks. l.mu is held.
@@ -129,8 +156,8 @@ func (o holder) keyvalFor(key int32) (*keyval, error) {
 	return kv, nil
 }
 
-// setAttr attaches val under key, deleting the value it replaces first.
-func (o holder) setAttr(key int32, val C.uintptr_t) error {
+// setAttr attaches a under key, deleting the value it replaces first.
+func (o holder) setAttr(key int32, a attr) error {
 	lib.mu.Lock()
 	kv, err := o.keyvalFor(key)
 	old, had := o.set.m[key]
@@ -150,20 +177,20 @@ func (o holder) setAttr(key int32, val C.uintptr_t) error {
 	if o.set.m == nil {
 		o.set.m = make(map[int32]attr)
 	}
-	o.set.m[key] = attr{val: val}
+	o.set.m[key] = a
 	lib.mu.Unlock()
 	return nil
 }
 
-// getAttr returns the value under key and whether there is one.
-func (o holder) getAttr(key int32) (C.uintptr_t, bool, error) {
+// getAttr returns the attribute under key and whether there is one.
+func (o holder) getAttr(key int32) (attr, bool, error) {
 	lib.mu.Lock()
 	defer lib.mu.Unlock()
 	if _, err := o.keyvalFor(key); err != nil {
-		return 0, false, err
+		return attr{}, false, err
 	}
 	a, ok := o.set.m[key]
-	return a.val, ok, nil
+	return a, ok, nil
 }
 
 // removeAttr deletes the attribute under key (MPI_*_delete_attr).
@@ -186,7 +213,7 @@ func (o holder) removeAttr(key int32) error {
 // code.
 func (o holder) deleteAttr(key int32, kv *keyval, a attr) error {
 	if kv.deleteFn != nil {
-		if code := callDelete(kv.deleteFn, o.h, key, a.val, kv.extra); code != 0 {
+		if code := callDelete(kv, o.h, key, a); code != 0 {
 			return errorf(code, "the delete callback of keyval %#x failed with %d", uint32(key), code)
 		}
 	}
@@ -240,7 +267,7 @@ func (o holder) copyAttrs(to holder) int {
 	}
 	lib.mu.Unlock()
 	for _, x := range all {
-		code, out, keep := callCopy(x.kv.copyFn, o.h, x.k, x.kv.extra, x.a.val)
+		code, out, keep := callCopy(x.kv, o.h, x.k, x.a)
 		if code != 0 {
 			return code
 		}
@@ -249,7 +276,7 @@ func (o holder) copyAttrs(to holder) int {
 			if to.set.m == nil {
 				to.set.m = make(map[int32]attr)
 			}
-			to.set.m[x.k] = attr{val: out}
+			to.set.m[x.k] = attr{val: out, typ: x.a.typ}
 			lib.mu.Unlock()
 		}
 	}
@@ -284,7 +311,7 @@ func PMPI_Comm_set_attr(comm C.MPI_Comm, key C.int, val C.uintptr_t) (mpirc C.in
 	defer guard("MPI_Comm_set_attr", &mpirc)
 	ce, err := lib.comm(comm)
 	if err == nil {
-		err = ce.attrs().setAttr(int32(key), val)
+		err = ce.attrs().setAttr(int32(key), attr{val: val})
 	}
 	return retc(comm, "MPI_Comm_set_attr", err)
 }
@@ -311,9 +338,11 @@ func PMPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.
 	val, ok := lib.predefinedAttr(int32(key))
 	lib.mu.Unlock()
 	if !ok {
-		if val, ok, err = ce.attrs().getAttr(int32(key)); err != nil {
+		var a attr
+		if a, ok, err = ce.attrs().getAttr(int32(key)); err != nil {
 			return retc(comm, "MPI_Comm_get_attr", err)
 		}
+		val = a.val
 	}
 	*flag = 0
 	if ok {

@@ -55,6 +55,20 @@ static int ev_call_greq_cancel(void *fn, uintptr_t extra, int complete) { return
 static int ev_call_delete(void *fn, int obj, int key, uintptr_t val, uintptr_t extra) {
 	return ((ev_delete_fn)fn)(obj, key, (void *)val, (void *)extra);
 }
+
+// MPICH's attribute proxies (MPII_Attr_copy_proxy, MPII_Attr_delete_proxy):
+// the program's function first, then the callback's arguments and the
+// attribute's type.
+typedef int (*ev_copy_proxy)(void *, int, int, void *, int, void *, void **, int *);
+typedef int (*ev_delete_proxy)(void *, int, int, int, void *, void *);
+
+static int ev_call_copy_proxy(void *proxy, void *fn, int obj, int key, uintptr_t extra, int typ, uintptr_t in, uintptr_t *out, int *flag) {
+	return ((ev_copy_proxy)proxy)(fn, obj, key, (void *)extra, typ, (void *)in, (void **)out, flag);
+}
+
+static int ev_call_delete_proxy(void *proxy, void *fn, int obj, int key, int typ, uintptr_t val, uintptr_t extra) {
+	return ((ev_delete_proxy)proxy)(fn, obj, key, typ, (void *)val, (void *)extra);
+}
 */
 import "C"
 
@@ -96,18 +110,27 @@ func callOp(u *userOp, in, inout unsafe.Pointer, n int, dt C.MPI_Datatype) {
 	C.ev_call_op(u.fn, in, inout, C.int(n), dt)
 }
 
-// callCopy runs an attribute copy callback of the object obj (a
-// communicator or a datatype); it returns the callback's
-// code, the new value and whether to attach it.
-func callCopy(fn unsafe.Pointer, obj C.int, key int32, extra, in C.uintptr_t) (int, C.uintptr_t, bool) {
+// callCopy runs kv's copy callback on attribute a of the object obj (a
+// communicator or a datatype), through its proxy if it has one; it returns
+// the callback's code, the new value and whether to attach it.
+func callCopy(kv *keyval, obj C.int, key int32, a attr) (int, C.uintptr_t, bool) {
 	var out C.uintptr_t
 	var flag C.int
-	rc := C.ev_call_copy(fn, obj, C.int(key), extra, in, &out, &flag)
+	var rc C.int
+	if kv.copyProxy != nil {
+		rc = C.ev_call_copy_proxy(kv.copyProxy, kv.copyFn, obj, C.int(key), kv.extra, a.typ, a.val, &out, &flag)
+	} else {
+		rc = C.ev_call_copy(kv.copyFn, obj, C.int(key), kv.extra, a.val, &out, &flag)
+	}
 	return int(rc), out, flag != 0
 }
 
-func callDelete(fn unsafe.Pointer, obj C.int, key int32, val, extra C.uintptr_t) int {
-	return int(C.ev_call_delete(fn, obj, C.int(key), val, extra))
+// callDelete runs kv's delete callback on attribute a of obj.
+func callDelete(kv *keyval, obj C.int, key int32, a attr) int {
+	if kv.deleteProxy != nil {
+		return int(C.ev_call_delete_proxy(kv.deleteProxy, kv.deleteFn, obj, C.int(key), a.typ, a.val, kv.extra))
+	}
+	return int(C.ev_call_delete(kv.deleteFn, obj, C.int(key), a.val, kv.extra))
 }
 
 func callGreqQuery(fn unsafe.Pointer, extra C.uintptr_t, st *C.MPI_Status) int {

@@ -3,6 +3,7 @@
  * mpi.h and the MPII_ attribute helpers, which let Fortran attributes be
  * integers where C's are pointers. */
 #include <stddef.h>
+#include <stdint.h>
 #include "ethervia_mpi_types.h"
 
 typedef struct {
@@ -22,36 +23,33 @@ int MPIR_F08_MPI_BOTTOM;
 MPI_F08_status *MPI_F08_STATUS_IGNORE = &MPIR_F08_MPI_STATUS_IGNORE_OBJ;
 MPI_F08_status *MPI_F08_STATUSES_IGNORE = &MPIR_F08_MPI_STATUSES_IGNORE_OBJ[0];
 
-int PMPI_Comm_get_attr(MPI_Comm, int, void *, int *);
-int PMPI_Comm_set_attr(MPI_Comm, int, void *);
+/* Attributes (fortattr.go): attr_type 0 (MPIR_ATTR_PTR) is C's pointer,
+ * 1 and 3 Fortran's integers (address-sized and INTEGER). */
+int evAttrSet(int kind, int h, int key, uintptr_t val, int typ);
+int evAttrGet(int kind, int h, int key, void *out, int *flag, int outtype);
+void evKeyvalSetProxy(int key, void *copy_proxy, void *delete_proxy);
 
-/* attr_type 0 (MPIR_ATTR_PTR) is C's pointer; the others are Fortran's
- * integers: a predefined attribute is then its int value, and a user
- * attribute's value is the integer stored in place of the pointer. */
 int MPII_Comm_get_attr(MPI_Comm comm, int keyval, void *attr_val, int *flag, int attr_type) {
-	void *p = NULL;
-	int rc = PMPI_Comm_get_attr(comm, keyval, &p, flag);
-	if (rc != 0 || !*flag)
-		return rc;
-	if (attr_type != 0 && (unsigned)keyval >> 24 == 0x64)
-		*(MPI_Aint *)attr_val = *(int *)p;
-	else
-		*(void **)attr_val = p;
-	return 0;
+	return evAttrGet(0, (int)comm, keyval, attr_val, flag, attr_type);
 }
 
 int MPII_Comm_set_attr(MPI_Comm comm, int keyval, void *attr_val, int attr_type) {
-	(void)attr_type;
-	return PMPI_Comm_set_attr(comm, keyval, attr_val);
+	return evAttrSet(0, (int)comm, keyval, (uintptr_t)attr_val, attr_type);
 }
 
-/* Fortran's copy and delete callbacks take their arguments by reference;
- * the C library calls the program's functions as C ones. Keyvals made from
- * Fortran with callbacks other than the null and dup ones are not
- * supported: their callbacks would be called with the C convention. */
-int MPII_Keyval_set_proxy(int keyval, void *copy_proxy, void *delete_proxy) {
-	(void)keyval, (void)copy_proxy, (void)delete_proxy;
-	return 0;
+int MPII_Type_get_attr(MPI_Datatype dt, int keyval, void *attr_val, int *flag, int attr_type) {
+	return evAttrGet(1, (int)dt, keyval, attr_val, flag, attr_type);
+}
+
+int MPII_Type_set_attr(MPI_Datatype dt, int keyval, void *attr_val, int attr_type) {
+	return evAttrSet(1, (int)dt, keyval, (uintptr_t)attr_val, attr_type);
+}
+
+/* Fortran's copy and delete callbacks take their arguments by reference:
+ * the bindings register proxies that the library calls with the program's
+ * function and C's arguments. */
+void MPII_Keyval_set_proxy(int keyval, void *copy_proxy, void *delete_proxy) {
+	evKeyvalSetProxy(keyval, copy_proxy, delete_proxy);
 }
 
 int MPII_Grequest_set_lang_f77(MPI_Request req) {
@@ -61,8 +59,6 @@ int MPII_Grequest_set_lang_f77(MPI_Request req) {
 
 static int unsupported(void) { return 15; /* MPI_ERR_OTHER */ }
 
-int MPII_Type_get_attr(void) { return unsupported(); }
-int MPII_Type_set_attr(void) { return unsupported(); }
 int MPII_Win_get_attr(void) { return unsupported(); }
 int MPII_Win_set_attr(void) { return unsupported(); }
 

@@ -50,7 +50,7 @@ func PMPI_Type_set_attr(dt C.MPI_Datatype, key C.int, val C.uintptr_t) (mpirc C.
 	defer guard("MPI_Type_set_attr", &mpirc)
 	o, err := typeAttrs(dt)
 	if err == nil {
-		err = o.setAttr(int32(key), val)
+		err = o.setAttr(int32(key), attr{val: val})
 	}
 	return ret("MPI_Type_set_attr", err)
 }
@@ -67,13 +67,13 @@ func PMPI_Type_get_attr(dt C.MPI_Datatype, key C.int, out unsafe.Pointer, flag *
 	if err != nil {
 		return ret("MPI_Type_get_attr", err)
 	}
-	val, ok, err := o.getAttr(int32(key))
+	a, ok, err := o.getAttr(int32(key))
 	if err != nil {
 		return ret("MPI_Type_get_attr", err)
 	}
 	*flag = 0
 	if ok {
-		*(*C.uintptr_t)(out) = val
+		*(*C.uintptr_t)(out) = a.val
 		*flag = 1
 	}
 	return errSuccess
