@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -74,13 +75,20 @@ func mallocsPerRun(warm, runs int, f func()) uint64 {
 	for i := 0; i < warm; i++ {
 		f()
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := 0; i < runs; i++ {
-		f()
+	// The least of three windows: a background event (a retransmission
+	// timer, the runtime's own work) lands in some windows only, while an
+	// allocation of the path itself shows in every one.
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := 0; i < runs; i++ {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, (after.Mallocs-before.Mallocs)/uint64(runs))
 	}
-	runtime.ReadMemStats(&after)
-	return (after.Mallocs - before.Mallocs) / uint64(runs)
+	return least
 }
 
 var abiSizes = []int{1, 1024, mplite.DefaultEagerLimit + 1, 1 << 20}
