@@ -869,7 +869,7 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 	r.id = c.newID()
 	e := envelope{typ: msgCTS, sendID: sendID, recvID: r.id, length: grant}
 	if grant > 0 {
-		mem := r.buf
+		var mem []byte
 		if span, runs, ok := c.directRuns(r); ok {
 			r.span, r.runs, mem = span, runs, span
 			e.sendRuns = r
