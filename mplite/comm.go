@@ -169,12 +169,16 @@ type endpoint struct {
 	tuned                bool
 	mc                   mcastEP // multicast groups and datagrams (mcast.go)
 
-	pollers  atomic.Int32 // calls polling right now: the progress goroutine steps aside
-	lastPoll atomic.Int64 // when a call last stopped polling (nanos)
-	blocked  atomic.Int32 // calls blocked on cond: the progress goroutine must run
-	bgStop   chan struct{}
-	bgDone   chan struct{}
-	bgCtx    ctxdl.Context // the progress goroutine's cq wait deadline
+	pollers atomic.Int32 // calls polling right now: the progress goroutine steps aside
+	// bgWaiting: the progress goroutine is in (or about to enter) a wait
+	// on the fabric, which a call that starts to wait interrupts.
+	bgWaiting atomic.Bool
+	bgYields  atomic.Uint64 // its waits that a call ended (tests)
+	lastPoll  atomic.Int64 // when a call last stopped polling (nanos)
+	blocked   atomic.Int32 // calls blocked on cond: the progress goroutine must run
+	bgStop    chan struct{}
+	bgDone    chan struct{}
+	bgCtx     ctxdl.Context // the progress goroutine's cq wait deadline
 	// leader is set while a waiting call blocks on the completion queue
 	// (under mu); leaderCtx is its deadline.
 	leader    bool
@@ -408,6 +412,7 @@ func (c *Comm) openProvider() error {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}
 	c.fab = f
+	f.setCallers(func() bool { return c.pollers.Load() > 0 })
 	c.chunk = f.maxTransfer()
 	// MP_Lite's dynamic registration: user buffers of the handshake are
 	// looked up before they are registered.

@@ -37,8 +37,12 @@ type fabric interface {
 	done() (completion, bool)
 	// wait returns a completion, or one with connReq set when a
 	// connection request arrived meanwhile (fabrics whose wakesOnRequest
-	// is true), or an error when ctx ends.
-	wait(ctx context.Context) (completion, error)
+	// is true), or an error when ctx ends. The progress goroutine's wait
+	// (background) also ends, as for a request, once callers (see
+	// setCallers) wait: the device and its completions are theirs.
+	wait(ctx context.Context, background bool) (completion, error)
+	// setCallers tells the fabric how to see that calls are waiting.
+	setCallers(waiting func() bool)
 	wakesOnRequest() bool
 	// received counts the frames taken from the devices: a waiter spins
 	// on while it moves (see spinWindow).
@@ -104,6 +108,15 @@ type viFabric struct {
 	stopWait func() bool
 	// extra is alsoWake's pending, or nil.
 	extra func() bool
+	// callers reports calls waiting (setCallers); stopBG is the progress
+	// goroutine's stop function, made once.
+	callers func() bool
+	stopBG  func() bool
+}
+
+func (f *viFabric) setCallers(waiting func() bool) {
+	f.callers = waiting
+	f.stopBG = func() bool { return waiting() || f.requestWaiting() }
 }
 
 // requestWaiting reports a connection request that came after the last
@@ -176,8 +189,12 @@ func (f *viFabric) done() (completion, bool) {
 
 func (f *viFabric) received() uint64 { return f.p.Received() }
 
-func (f *viFabric) wait(ctx context.Context) (completion, error) {
-	comp, ok, err := f.cq.WaitOr(ctx, f.stopWait)
+func (f *viFabric) wait(ctx context.Context, background bool) (completion, error) {
+	stop := f.stopWait
+	if background && f.stopBG != nil {
+		stop = f.stopBG
+	}
+	comp, ok, err := f.cq.WaitOr(ctx, stop)
 	if err == nil && !ok {
 		return completion{connReq: true}, nil
 	}
@@ -244,9 +261,15 @@ type bondFabric struct {
 	ids map[*bonding.VI]int // guarded by c.mu, under which newLink and linkID run
 	// extra is alsoWake's pending, or nil.
 	extra func() bool
+	// stopBG is the progress goroutine's stop function (setCallers).
+	stopBG func() bool
 }
 
 func (f *bondFabric) alsoWake(pending func() bool) { f.extra = pending }
+
+func (f *bondFabric) setCallers(waiting func() bool) {
+	f.stopBG = func() bool { return waiting() || f.extra != nil && f.extra() }
+}
 
 func (f *bondFabric) interrupt() { f.cq.Interrupt() }
 
@@ -307,8 +330,12 @@ func (f *bondFabric) done() (completion, bool) {
 	return completion{raw: comp.VI, recv: comp.Recv}, ok
 }
 
-func (f *bondFabric) wait(ctx context.Context) (completion, error) {
-	comp, ok, err := f.cq.WaitOr(ctx, f.extra)
+func (f *bondFabric) wait(ctx context.Context, background bool) (completion, error) {
+	stop := f.extra
+	if background && f.stopBG != nil {
+		stop = f.stopBG
+	}
+	comp, ok, err := f.cq.WaitOr(ctx, stop)
 	if err == nil && !ok {
 		return completion{connReq: true}, nil
 	}
