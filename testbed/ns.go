@@ -116,13 +116,25 @@ func (h *Host) Go(fn func() error) <-chan error {
 // pooled thread would not do: a later namespace operation may lock that
 // thread and discard it, killing the child. The caller waits for cmd as
 // usual; Close kills the child if it still runs.
-func (h *Host) Start(cmd *exec.Cmd) error {
+func (h *Host) Start(cmd *exec.Cmd) error { return h.start(cmd, -1) }
+
+// StartOnCPU is Start with the process bound to CPU cpu (its affinity at
+// birth, inherited by every thread it makes), as MPI launchers bind ranks
+// to cores when there are enough for all.
+func (h *Host) StartOnCPU(cmd *exec.Cmd, cpu int) error {
+	if cpu < 0 || cpu >= 64*len(unix.CPUSet{}) {
+		return fmt.Errorf("testbed host %d: no CPU %d", h.Index, cpu)
+	}
+	return h.start(cmd, cpu)
+}
+
+func (h *Host) start(cmd *exec.Cmd, cpu int) error {
 	ns, err := h.tb.dup(h.sp)
 	if err != nil {
 		return fmt.Errorf("testbed host %d: %w", h.Index, err)
 	}
 	defer ns.Close()
-	req := spawnReq{cmd: cmd, ns: ns, name: h.Name, errc: make(chan error, 1)}
+	req := spawnReq{cmd: cmd, ns: ns, name: h.Name, cpu: cpu, errc: make(chan error, 1)}
 	if err := h.tb.spawn(req); err != nil {
 		return fmt.Errorf("testbed host %d: %w", h.Index, err)
 	}
@@ -138,6 +150,7 @@ type spawnReq struct {
 	cmd  *exec.Cmd
 	ns   netns.NsHandle
 	name string
+	cpu  int // the CPU the child is bound to, or -1
 	errc chan error
 }
 
@@ -195,7 +208,7 @@ func runSpawner(sp *spawner, ready chan<- error) {
 				req.errc <- fmt.Errorf("enter namespace %s: %w", req.name, err)
 				continue
 			}
-			err := req.cmd.Start()
+			err := startBound(req.cmd, req.cpu)
 			if rerr := netns.Set(orig); rerr != nil {
 				// The thread is in the wrong namespace: stop serving.
 				req.errc <- errors.Join(err, fmt.Errorf("return from namespace %s: %w", req.name, rerr))
@@ -207,6 +220,28 @@ func runSpawner(sp *spawner, ready chan<- error) {
 			req.errc <- err
 		}
 	}
+}
+
+// startBound starts cmd from this (locked) thread, bound to cpu unless it
+// is negative: a child is born with its parent thread's affinity, so the
+// thread takes the child's for the fork and its own back after.
+func startBound(cmd *exec.Cmd, cpu int) error {
+	if cpu < 0 {
+		return cmd.Start()
+	}
+	var own, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &own); err != nil {
+		return fmt.Errorf("affinity: %w", err)
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("bind to CPU %d: %w", cpu, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &own); rerr != nil && err == nil {
+		err = fmt.Errorf("restore affinity: %w", rerr)
+	}
+	return err
 }
 
 // Run starts cmd in the host's namespace and waits for it. If ctx ends first

@@ -672,6 +672,28 @@ func TestStart(t *testing.T) {
 		t.Errorf("caller's thread moved to %s", now)
 	}
 
+	// StartOnCPU binds the child, and only the child, to one CPU.
+	cpu := runtime.NumCPU() - 1
+	out.Reset()
+	cmd = exec.Command("/bin/sh", "-c", "readlink /proc/self/ns/net; grep Cpus_allowed_list /proc/self/status")
+	cmd.Stdout = &out
+	if err := h.StartOnCPU(cmd, cpu); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%s\nCpus_allowed_list:\t%d\n", inode, cpu); out.String() != want {
+		t.Errorf("StartOnCPU(%d): child printed %q, want %q", cpu, out.String(), want)
+	}
+	if err := h.StartOnCPU(exec.Command("/bin/true"), -1); err == nil {
+		t.Error("StartOnCPU(-1) started a child")
+	}
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil || set.Count() != runtime.NumCPU() {
+		t.Errorf("the caller's affinity changed: %d CPUs, %v", set.Count(), err)
+	}
+
 	// Run with a context that ends kills the child.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -3,7 +3,7 @@
 // program once per host with the bootstrap environment set, prefixes every
 // output line with the rank, and removes everything it built.
 //
-//	mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-driver D] [-timeout T] [-discover] -- PROG ARGS...
+//	mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-driver D] [-bind auto|none] [-timeout T] [-discover] -- PROG ARGS...
 //	mprun -sweep
 //
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
@@ -20,7 +20,9 @@
 // yield to one another (MPLITE_SPIN, the spin time, does not change that),
 // and MPLITE_CPUS (the CPU count) for
 // the collective selector. Each rank gets GOMAXPROCS, its share of the
-// CPUs, unless GOMAXPROCS is set. Two ranks with no rate limit, faults or
+// CPUs, unless GOMAXPROCS is set; with no more ranks than CPUs each rank
+// is also bound to a CPU of its own (-bind none leaves them unbound), as
+// Open MPI binds ranks to cores. Two ranks with no rate limit, faults or
 // port events are joined by one veth pair per rail (a cable, as netpipe
 // -local uses); otherwise the ranks sit on one bridge per rail.
 // mprun exits non-zero if any rank
@@ -77,6 +79,7 @@ type options struct {
 	discover      bool
 	auth          bool // frames carry tags under a secret drawn for the job
 	sweep         bool
+	bind          string // auto: a CPU per rank when there are enough; none
 	prog          []string
 	// The mpirun side (remote.go): ranks on the hosts of a hostfile.
 	hostfile string
@@ -127,9 +130,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
 	fs.BoolVar(&o.auth, "auth", true, "authenticate every frame with a secret drawn for the job (false: a trusted fabric, MPLITE_AUTH=0)")
 	fs.BoolVar(&o.discover, "discover", false, "do not give ranks MPLITE_HOSTFILE (every rank's MACs): they find each other by raw-Ethernet broadcast")
+	fs.StringVar(&o.bind, "bind", "auto", "auto: bind each rank to a CPU of its own when there are at least as many CPUs as ranks (as Open MPI binds to cores); none: leave placement to the kernel")
 	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] [-discover] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] [-bind auto|none] [-discover] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -n N -hostfile FILE [-launcher CMD] [-ppn P] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -sweep")
 		fs.PrintDefaults()
@@ -151,6 +155,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("mprun: -nics %d outside [1, %d]", o.nics, testbed.MaxRails)
 	case o.driver != "afpacket" && o.driver != "afxdp":
 		return o, fmt.Errorf("mprun: unknown -driver %q (afpacket or afxdp)", o.driver)
+	case o.bind != "auto" && o.bind != "none":
+		return o, fmt.Errorf("mprun: -bind %q: want auto or none", o.bind)
 	case !(o.drop >= 0 && o.drop <= 1):
 		return o, fmt.Errorf("mprun: -drop %v outside [0, 1]", o.drop)
 	case !(o.corrupt >= 0 && o.corrupt <= 1):
@@ -405,10 +411,18 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 
 	stopEvents := portEvents(tb, o, stderr)
 	defer stopEvents()
+	cpus, err := rankCPUs(o)
+	if err != nil {
+		return err
+	}
 	failed := supervise(ctx, o, func(r int) (*exec.Cmd, func(*exec.Cmd) error) {
 		cmd := exec.Command(prog, o.prog[1:]...)
 		cmd.Env = append(append(os.Environ(), env(r)...), o.env...)
-		return cmd, tb.Host(r / o.perHost()).Start
+		h := tb.Host(r / o.perHost())
+		if cpus == nil {
+			return cmd, h.Start
+		}
+		return cmd, func(cmd *exec.Cmd) error { return h.StartOnCPU(cmd, cpus[r]) }
 	}, stdout, stderr)
 	if o.faulty() {
 		reportFaults(tb, o, stderr)
