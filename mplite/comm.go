@@ -174,8 +174,8 @@ type endpoint struct {
 	// on the fabric, which a call that starts to wait interrupts.
 	bgWaiting atomic.Bool
 	bgYields  atomic.Uint64 // its waits that a call ended (tests)
-	lastPoll  atomic.Int64 // when a call last stopped polling (nanos)
-	blocked   atomic.Int32 // calls blocked on cond: the progress goroutine must run
+	lastPoll  atomic.Int64  // when a call last stopped polling (nanos)
+	blocked   atomic.Int32  // calls blocked on cond: the progress goroutine must run
 	bgStop    chan struct{}
 	bgDone    chan struct{}
 	bgCtx     ctxdl.Context // the progress goroutine's cq wait deadline
