@@ -403,24 +403,14 @@ func putMessage(b []byte, e *envelope, r *Request) int {
 func (c *Comm) postChunk(p *peer, r *Request) bool {
 	n := min(c.chunkFor(p), r.grant-r.off)
 	src, at := r.buf, r.off
-	if r.runs != nil {
-		// Within the sender's run that holds byte r.off.
-		for r.off-r.runAt >= r.runs[r.run].Len {
-			r.runAt += r.runs[r.run].Len
-			r.run++
-		}
-		in := r.off - r.runAt
-		src, at, n = r.span, r.runs[r.run].Off+in, min(n, r.runs[r.run].Len-in)
+	if r.runs != nil { // within the sender's run that holds byte r.off
+		run, in := runAt(r.runs, &r.run, &r.runAt, r.off)
+		src, at, n = r.span, run.Off+in, min(n, run.Len-in)
 	}
 	to := r.off
-	if len(r.dstRuns) > 0 {
-		// And within the receiver's.
-		for r.off-r.dstAt >= r.dstRuns[r.dst].Len {
-			r.dstAt += r.dstRuns[r.dst].Len
-			r.dst++
-		}
-		in := r.off - r.dstAt
-		to, n = r.dstRuns[r.dst].Off+in, min(n, r.dstRuns[r.dst].Len-in)
+	if len(r.dstRuns) > 0 { // and within the receiver's
+		run, in := runAt(r.dstRuns, &r.dst, &r.dstAt, r.off)
+		to, n = run.Off+in, min(n, run.Len-in)
 	}
 	k := len(p.wfre) - 1
 	i := p.wfre[k]
@@ -445,6 +435,17 @@ func (c *Comm) postChunk(p *peer, r *Request) bool {
 		p.rdmaq.remove(r)
 	}
 	return true
+}
+
+// runAt returns the run of runs that holds message byte off and off's
+// place in it, moving the cursor (run i, whose first byte is message byte
+// *at) forward: writes go through a message in order.
+func runAt(runs []Run, i, at *int, off int) (Run, int) {
+	for off-*at >= runs[*i].Len {
+		*at += runs[*i].Len
+		*i++
+	}
+	return runs[*i], off - *at
 }
 
 // queueCtrl queues a control message to p.
