@@ -174,33 +174,7 @@ func TestLayoutRunsAllocateNothing(t *testing.T) {
 	}
 	a, b := comms[0], comms[1]
 	const size = 256 << 10
-	echoed := make(chan error, 1)
-	go func() {
-		dst := newRunStrided(8<<10, 10<<10, size/(8<<10), nil)
-		for {
-			r, err := b.IrecvLayout(dst, 0, mplite.AnyTag)
-			var st mplite.Status
-			if err == nil {
-				st, err = r.Wait()
-				r.Free()
-			}
-			if err == nil && st.Tag == 1 {
-				echoed <- b.Finalize()
-				return
-			}
-			if err == nil {
-				s, err2 := b.IsendLayout(dst, 0, 0)
-				if err = err2; err == nil {
-					_, err = s.Wait()
-					s.Free()
-				}
-			}
-			if err != nil {
-				echoed <- err
-				return
-			}
-		}
-	}()
+	echoed := echoLayout(b, newRunStrided(8<<10, 10<<10, size/(8<<10), nil))
 	src := newRunStrided(8<<10, 16<<10, size/(8<<10), layoutByte)
 	in := newRunStrided(4<<10, 5<<10, size/(4<<10), nil)
 	round := func() {

@@ -204,33 +204,7 @@ func TestLayoutEagerAllocatesNothing(t *testing.T) {
 	}
 	a, b := comms[0], comms[1]
 	const size = 16 << 10
-	echoed := make(chan error, 1)
-	go func() {
-		dst := newStrided(8, 16, size/8, nil)
-		for {
-			r, err := b.IrecvLayout(dst, 0, mplite.AnyTag)
-			var st mplite.Status
-			if err == nil {
-				st, err = r.Wait()
-				r.Free()
-			}
-			if err == nil && st.Tag == 1 {
-				echoed <- b.Finalize()
-				return
-			}
-			if err == nil {
-				s, err2 := b.IsendLayout(dst, 0, 0)
-				if err = err2; err == nil {
-					_, err = s.Wait()
-					s.Free()
-				}
-			}
-			if err != nil {
-				echoed <- err
-				return
-			}
-		}
-	}()
+	echoed := echoLayout(b, newStrided(8, 16, size/8, nil))
 	src := newStrided(8, 24, size/8, layoutByte)
 	in := newStrided(8, 16, size/8, nil)
 	round := func() {
@@ -261,4 +235,37 @@ func TestLayoutEagerAllocatesNothing(t *testing.T) {
 		t.Errorf("a %d-byte layout round trip allocates %v times", size, n)
 	}
 	endEcho(t, a, echoed)
+}
+
+// echoLayout has b receive messages from rank 0 into dst and send each
+// back from it, until a message with tag 1, then finalize; the channel
+// gets the first error or Finalize's.
+func echoLayout(b *mplite.Comm, dst mplite.Layout) <-chan error {
+	echoed := make(chan error, 1)
+	go func() {
+		for {
+			r, err := b.IrecvLayout(dst, 0, mplite.AnyTag)
+			var st mplite.Status
+			if err == nil {
+				st, err = r.Wait()
+				r.Free()
+			}
+			if err == nil && st.Tag == 1 {
+				echoed <- b.Finalize()
+				return
+			}
+			if err == nil {
+				s, err2 := b.IsendLayout(dst, 0, 0)
+				if err = err2; err == nil {
+					_, err = s.Wait()
+					s.Free()
+				}
+			}
+			if err != nil {
+				echoed <- err
+				return
+			}
+		}
+	}()
+	return echoed
 }

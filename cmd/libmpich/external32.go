@@ -228,27 +228,39 @@ func PMPI_Pack_external_size(datarep *C.char, count C.int, dt C.MPI_Datatype, si
 	return errSuccess
 }
 
-//export PMPI_Pack_external
-func PMPI_Pack_external(datarep *C.char, in unsafe.Pointer, count C.int, dt C.MPI_Datatype, out unsafe.Pointer, outsize C.MPI_Aint, pos *C.MPI_Aint) (mpirc C.int) {
-	defer guard("MPI_Pack_external", &mpirc)
-	const fn = "MPI_Pack_external"
+// externalArgs checks the arguments shared by MPI_Pack_external and
+// MPI_Unpack_external: the representation, the datatype, and that count
+// elements (n bytes in external32) fit at *pos in a buffer of size bytes.
+func externalArgs(what string, datarep *C.char, count C.int, dt C.MPI_Datatype, pos *C.MPI_Aint, size C.MPI_Aint) (l *layout, n int64, err error) {
 	if err := checkDatarep(datarep); err != nil {
-		return ret(fn, err)
+		return nil, 0, err
 	}
-	l, err := commLayout(dt)
-	if err != nil {
-		return ret(fn, err)
+	if pos == nil {
+		return nil, 0, errorf(errArg, "NULL position")
+	}
+	if l, err = commLayout(dt); err != nil {
+		return nil, 0, err
 	}
 	per, err := l.extSize()
 	if err != nil {
-		return ret(fn, err)
+		return nil, 0, err
 	}
-	n := int64(count) * per
-	if count < 0 || *pos < 0 || int64(*pos)+n > int64(outsize) {
-		return ret(fn, errorf(errTruncate, "packing %d bytes at %d into %d", n, int64(*pos), int64(outsize)))
+	n = int64(count) * per
+	if count < 0 || *pos < 0 || int64(*pos)+n > int64(size) {
+		return nil, 0, errorf(errTruncate, "%s %d bytes at %d of %d", what, n, int64(*pos), int64(size))
 	}
-	if err := l.packExternal(goBytes(unsafe.Add(out, int(*pos)), int(n)), in, int(count)); err != nil {
-		return ret(fn, err)
+	return l, n, nil
+}
+
+//export PMPI_Pack_external
+func PMPI_Pack_external(datarep *C.char, in unsafe.Pointer, count C.int, dt C.MPI_Datatype, out unsafe.Pointer, outsize C.MPI_Aint, pos *C.MPI_Aint) (mpirc C.int) {
+	defer guard("MPI_Pack_external", &mpirc)
+	l, n, err := externalArgs("packing", datarep, count, dt, pos, outsize)
+	if err == nil {
+		err = l.packExternal(goBytes(unsafe.Add(out, int(*pos)), int(n)), in, int(count))
+	}
+	if err != nil {
+		return ret("MPI_Pack_external", err)
 	}
 	*pos += C.MPI_Aint(n)
 	return errSuccess
@@ -257,24 +269,12 @@ func PMPI_Pack_external(datarep *C.char, in unsafe.Pointer, count C.int, dt C.MP
 //export PMPI_Unpack_external
 func PMPI_Unpack_external(datarep *C.char, in unsafe.Pointer, insize C.MPI_Aint, pos *C.MPI_Aint, out unsafe.Pointer, count C.int, dt C.MPI_Datatype) (mpirc C.int) {
 	defer guard("MPI_Unpack_external", &mpirc)
-	const fn = "MPI_Unpack_external"
-	if err := checkDatarep(datarep); err != nil {
-		return ret(fn, err)
+	l, n, err := externalArgs("unpacking", datarep, count, dt, pos, insize)
+	if err == nil {
+		err = l.unpackExternal(out, goBytes(unsafe.Add(in, int(*pos)), int(n)), int(count))
 	}
-	l, err := commLayout(dt)
 	if err != nil {
-		return ret(fn, err)
-	}
-	per, err := l.extSize()
-	if err != nil {
-		return ret(fn, err)
-	}
-	n := int64(count) * per
-	if count < 0 || *pos < 0 || int64(*pos)+n > int64(insize) {
-		return ret(fn, errorf(errTruncate, "unpacking %d bytes at %d from %d", n, int64(*pos), int64(insize)))
-	}
-	if err := l.unpackExternal(out, goBytes(unsafe.Add(in, int(*pos)), int(n)), int(count)); err != nil {
-		return ret(fn, err)
+		return ret("MPI_Unpack_external", err)
 	}
 	*pos += C.MPI_Aint(n)
 	return errSuccess
