@@ -192,49 +192,68 @@ func TestLayoutMessages(t *testing.T) {
 	}
 }
 
-// TestLayoutEagerAllocatesNothing: a layout send and receive of an eager
-// message, their requests freed, allocate nothing in steady state.
-func TestLayoutEagerAllocatesNothing(t *testing.T) {
+// TestLayoutsAllocateNothing: a layout send and receive, their requests
+// freed, allocate nothing in steady state: an eager message gathered and
+// scattered through the slots, and a long one written run to run.
+func TestLayoutsAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts mean nothing under the race detector (the normal pass runs this)")
 	}
-	comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
-	if err != nil {
-		t.Fatal(err)
+	type checked interface {
+		mplite.Layout
+		check(n int, want func(i int) byte) error
 	}
-	a, b := comms[0], comms[1]
-	const size = 16 << 10
-	echoed := echoLayout(b, newStrided(8, 16, size/8, nil))
-	src := newStrided(8, 24, size/8, layoutByte)
-	in := newStrided(8, 16, size/8, nil)
-	round := func() {
-		s, err := a.IsendLayout(src, 1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		s.Free()
-		r, err := a.IrecvLayout(in, 1, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		r.Free()
+	const eager, long = 16 << 10, 256 << 10
+	for _, tc := range []struct {
+		name          string
+		echo, src, in checked
+		size, rounds  int
+	}{
+		{"eager", newStrided(8, 16, eager/8, nil), newStrided(8, 24, eager/8, layoutByte),
+			newStrided(8, 16, eager/8, nil), eager, 300},
+		{"runs", newRunStrided(8<<10, 10<<10, long/(8<<10), nil), newRunStrided(8<<10, 16<<10, long/(8<<10), layoutByte),
+			newRunStrided(4<<10, 5<<10, long/(4<<10), nil), long, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b := comms[0], comms[1]
+			echoed := echoLayout(b, tc.echo)
+			round := func() {
+				s, err := a.IsendLayout(tc.src, 1, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				s.Free()
+				r, err := a.IrecvLayout(tc.in, 1, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Wait(); err != nil {
+					t.Fatal(err)
+				}
+				r.Free()
+			}
+			for range 20 {
+				round()
+			}
+			if err := tc.in.check(tc.size, layoutByte); err != nil {
+				t.Fatal(err)
+			}
+			if n := allocsPerRun(tc.rounds, round); n != 0 {
+				t.Errorf("a %d-byte layout round trip allocates %v times", tc.size, n)
+			}
+			if st := a.Stats(); st.Staged != 0 {
+				t.Errorf("%d staging copies", st.Staged)
+			}
+			endEcho(t, a, echoed)
+		})
 	}
-	for range 100 {
-		round()
-	}
-	if err := in.check(size, layoutByte); err != nil {
-		t.Fatal(err)
-	}
-	if n := allocsPerRun(300, round); n != 0 {
-		t.Errorf("a %d-byte layout round trip allocates %v times", size, n)
-	}
-	endEcho(t, a, echoed)
 }
 
 // echoLayout has b receive messages from rank 0 into dst and send each
