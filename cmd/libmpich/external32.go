@@ -92,15 +92,13 @@ func (l *layout) extSize() (int64, error) {
 	return n, nil
 }
 
-// packExternal converts count elements of l at src (C memory) into dst,
-// which holds count*extSize bytes.
-func (l *layout) packExternal(dst []byte, src unsafe.Pointer, count int) error {
+// eachValue calls f with the conversion of every basic value of count
+// elements of l, in type-map order.
+func (l *layout) eachValue(count int, f func(c extConv)) error {
 	spans, err := l.typeSpans()
 	if err != nil {
 		return err
 	}
-	native := make([]byte, int64(count)*l.size)
-	l.pack(native, src, count)
 	for e := 0; e < count; e++ {
 		for _, sp := range spans {
 			c, err := extConvOf(sp.basic)
@@ -108,34 +106,34 @@ func (l *layout) packExternal(dst []byte, src unsafe.Pointer, count int) error {
 				return err
 			}
 			for i := int64(0); i < sp.n; i += int64(c.native) {
-				toExternal(dst[:c.ext], native[:c.native], c)
-				dst, native = dst[c.ext:], native[c.native:]
+				f(c)
 			}
 		}
 	}
 	return nil
 }
 
+// packExternal converts count elements of l at src (C memory) into dst,
+// which holds count*extSize bytes.
+func (l *layout) packExternal(dst []byte, src unsafe.Pointer, count int) error {
+	native := make([]byte, int64(count)*l.size)
+	l.pack(native, src, count)
+	return l.eachValue(count, func(c extConv) {
+		toExternal(dst[:c.ext], native[:c.native], c)
+		dst, native = dst[c.ext:], native[c.native:]
+	})
+}
+
 // unpackExternal converts count elements in external32 from src into l's
 // layout at dst.
 func (l *layout) unpackExternal(dst unsafe.Pointer, src []byte, count int) error {
-	spans, err := l.typeSpans()
-	if err != nil {
-		return err
-	}
 	native := make([]byte, int64(count)*l.size)
 	out := native
-	for e := 0; e < count; e++ {
-		for _, sp := range spans {
-			c, err := extConvOf(sp.basic)
-			if err != nil {
-				return err
-			}
-			for i := int64(0); i < sp.n; i += int64(c.native) {
-				fromExternal(out[:c.native], src[:c.ext], c)
-				out, src = out[c.native:], src[c.ext:]
-			}
-		}
+	if err := l.eachValue(count, func(c extConv) {
+		fromExternal(out[:c.native], src[:c.ext], c)
+		out, src = out[c.native:], src[c.ext:]
+	}); err != nil {
+		return err
 	}
 	l.unpack(dst, native, count)
 	return nil
