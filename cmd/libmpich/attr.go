@@ -193,6 +193,53 @@ func (o holder) getAttr(key int32) (attr, bool, error) {
 	return a, ok, nil
 }
 
+// getInto stores the attribute under key in *out as outtype says (a
+// Fortran INTEGER, an address-sized integer, or C's void *) and sets
+// *flag to whether there is one. A communicator answers for the
+// predefined keys too (by C's name, and from Fortran by Fortran's): C gets
+// a pointer to the value, Fortran the value.
+func (o holder) getInto(key int32, out unsafe.Pointer, flag *C.int, outtype C.int) error {
+	if out == nil || flag == nil {
+		return errorf(errArg, "NULL value or flag")
+	}
+	if uint32(key)>>24 == 0x64 && key&1 == 0 && outtype != attrPtr {
+		key-- // Fortran's name of a predefined key
+	}
+	var a attr
+	ok := false
+	if o.kind == keyComm {
+		lib.mu.Lock()
+		var p C.uintptr_t
+		if p, ok = lib.predefinedAttr(key); ok {
+			a = attr{val: p}
+			if outtype != attrPtr {
+				a.val = C.uintptr_t(lib.predefinedValue(key))
+			}
+		}
+		lib.mu.Unlock()
+	}
+	if !ok {
+		var err error
+		if a, ok, err = o.getAttr(key); err != nil {
+			return err
+		}
+	}
+	*flag = 0
+	if !ok {
+		return nil
+	}
+	*flag = 1
+	switch outtype {
+	case attrInt:
+		*(*C.int)(out) = C.int(a.val)
+	case attrAint:
+		*(*C.intptr_t)(out) = C.intptr_t(a.val)
+	default:
+		*(*C.uintptr_t)(out) = a.val
+	}
+	return nil
+}
+
 // removeAttr deletes the attribute under key (MPI_*_delete_attr).
 func (o holder) removeAttr(key int32) error {
 	lib.mu.Lock()
@@ -328,28 +375,10 @@ func PMPI_Attr_put(comm C.MPI_Comm, key C.int, val C.uintptr_t) C.int {
 func PMPI_Comm_get_attr(comm C.MPI_Comm, key C.int, out unsafe.Pointer, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Comm_get_attr", &mpirc)
 	ce, err := lib.comm(comm)
-	if err != nil {
-		return retc(comm, "MPI_Comm_get_attr", err)
+	if err == nil {
+		err = ce.attrs().getInto(int32(key), out, flag, attrPtr)
 	}
-	if out == nil || flag == nil {
-		return retc(comm, "MPI_Comm_get_attr", errorf(errArg, "NULL value or flag"))
-	}
-	lib.mu.Lock()
-	val, ok := lib.predefinedAttr(int32(key))
-	lib.mu.Unlock()
-	if !ok {
-		var a attr
-		if a, ok, err = ce.attrs().getAttr(int32(key)); err != nil {
-			return retc(comm, "MPI_Comm_get_attr", err)
-		}
-		val = a.val
-	}
-	*flag = 0
-	if ok {
-		*(*C.uintptr_t)(out) = val
-		*flag = 1
-	}
-	return errSuccess
+	return retc(comm, "MPI_Comm_get_attr", err)
 }
 
 //export PMPI_Attr_get

@@ -60,23 +60,11 @@ func PMPI_Type_set_attr(dt C.MPI_Datatype, key C.int, val C.uintptr_t) (mpirc C.
 //export PMPI_Type_get_attr
 func PMPI_Type_get_attr(dt C.MPI_Datatype, key C.int, out unsafe.Pointer, flag *C.int) (mpirc C.int) {
 	defer guard("MPI_Type_get_attr", &mpirc)
-	if out == nil || flag == nil {
-		return ret("MPI_Type_get_attr", errorf(errArg, "NULL value or flag"))
-	}
 	o, err := typeAttrs(dt)
-	if err != nil {
-		return ret("MPI_Type_get_attr", err)
+	if err == nil {
+		err = o.getInto(int32(key), out, flag, attrPtr)
 	}
-	a, ok, err := o.getAttr(int32(key))
-	if err != nil {
-		return ret("MPI_Type_get_attr", err)
-	}
-	*flag = 0
-	if ok {
-		*(*C.uintptr_t)(out) = a.val
-		*flag = 1
-	}
-	return errSuccess
+	return ret("MPI_Type_get_attr", err)
 }
 
 //export PMPI_Type_delete_attr
