@@ -108,14 +108,12 @@ type viFabric struct {
 	stopWait func() bool
 	// extra is alsoWake's pending, or nil.
 	extra func() bool
-	// callers reports calls waiting (setCallers); stopBG is the progress
-	// goroutine's stop function, made once.
-	callers func() bool
-	stopBG  func() bool
+	// stopBG is the progress goroutine's stop function (setCallers), made
+	// once.
+	stopBG func() bool
 }
 
 func (f *viFabric) setCallers(waiting func() bool) {
-	f.callers = waiting
 	f.stopBG = func() bool { return waiting() || f.requestWaiting() }
 }
 

@@ -135,7 +135,7 @@ func FuzzEnvelope(f *testing.F) {
 	add(envelope{typ: msgCTS, sendID: 9, recvID: 4, length: 1 << 20, rkey: 0xdeadbeef, raddr: 64}, 0)
 	runs := make([]byte, envLen+2*runLen)
 	putEnvelope(runs, &envelope{typ: msgCTS, sendID: 9, recvID: 4, length: 5000, rkey: 7})
-	putRuns(runs, &Request{runs: []Run{{Off: 0, Len: 4096}, {Off: 8192, Len: 4096}}}, 5000)
+	putRuns(runs, []Run{{Off: 0, Len: 4096}, {Off: 8192, Len: 4096}}, 5000)
 	f.Add(runs, 12<<10)
 	add(envelope{typ: msgDone, sendID: 9, recvID: 4}, 0)
 	add(envelope{typ: msgFin}, 0)
@@ -172,7 +172,7 @@ func FuzzEnvelope(f *testing.F) {
 		b := make([]byte, envLen+e.nruns*runLen)
 		putEnvelope(b, &e)
 		if e.nruns > 0 {
-			r := &Request{}
+			var runs []Run
 			total := 0
 			for i := range e.nruns {
 				run := e.runAt(i)
@@ -180,12 +180,12 @@ func FuzzEnvelope(f *testing.F) {
 					t.Fatalf("CTS run %+v", run)
 				}
 				total += run.Len
-				r.runs = append(r.runs, run)
+				runs = append(runs, run)
 			}
 			if e.typ != msgCTS || total != e.length || len(msg) != len(b) {
 				t.Fatalf("%+v with runs of %d bytes in %d bytes", e, total, len(msg))
 			}
-			putRuns(b, r, e.length)
+			putRuns(b, runs, e.length)
 		}
 		if string(b) != string(msg[:len(b)]) {
 			t.Fatalf("%x encodes back to %x", msg[:len(b)], b)
@@ -197,10 +197,10 @@ func FuzzEnvelope(f *testing.F) {
 // one cut short, and a receiver refuses runs that do not add up to the
 // grant, empty runs, and runs on other message types.
 func TestCTSRuns(t *testing.T) {
-	r := &Request{runs: []Run{{Off: 100, Len: 4000}, {Off: 5000, Len: 4000}, {Off: 10000, Len: 4000}}}
+	runs := []Run{{Off: 100, Len: 4000}, {Off: 5000, Len: 4000}, {Off: 10000, Len: 4000}}
 	b := make([]byte, envLen+3*runLen)
 	putEnvelope(b, &envelope{typ: msgCTS, sendID: 1, recvID: 2, length: 6000})
-	n := putRuns(b, r, 6000)
+	n := putRuns(b, runs, 6000)
 	var e envelope
 	if err := parseEnvelope(b[:envLen+n], 0, &e); err != nil {
 		t.Fatal(err)

@@ -44,11 +44,12 @@ type Request struct {
 	lay    Layout
 	layLen int
 
-	// RDMA straight from and into runs (RunLayout): the request's own span
-	// and runs (its layout's), with the run a send's next write starts in
-	// (run, at message offset runAt); and a send's destination runs,
-	// decoded from the CTS into memory the request keeps across reuse
-	// (none: the receive buffer is contiguous), dst and dstAt alike.
+	// A send's RDMA straight from and into runs (RunLayout): its own span
+	// and runs (its layout's; none: it writes from buf), with the run its
+	// next write starts in (run, at message offset runAt); and the
+	// receiver's runs, decoded from the CTS into memory the request keeps
+	// across reuse (none: the receive buffer is contiguous), dst and dstAt
+	// alike.
 	span       []byte
 	runs       []Run
 	run, runAt int
@@ -871,8 +872,7 @@ func (c *Comm) startCTS(r *Request, p *peer, sendID uint32, length, tag int) {
 	if grant > 0 {
 		var mem []byte
 		if span, runs, ok := c.directRuns(r); ok {
-			r.span, r.runs, mem = span, runs, span
-			e.sendRuns = r
+			mem, e.sendRuns = span, runs // the layout keeps runs until r completes
 		} else {
 			c.stage(r)
 			mem = r.buf[:grant]

@@ -75,10 +75,10 @@ type envelope struct {
 	rkey   uint32
 	raddr  uint64
 	// runs: a received CTS's runs (nruns of them, encoded, in the
-	// message); sendRuns: the receive whose runs a CTS to send carries.
+	// message); sendRuns: the runs of the receive a CTS to send names.
 	runs     []byte
 	nruns    int
-	sendRuns *Request
+	sendRuns []Run
 }
 
 // putEnvelope writes e into b[:envLen].
@@ -99,12 +99,12 @@ func putEnvelope(b []byte, e *envelope) {
 	binary.BigEndian.PutUint64(b[32:], e.raddr)
 }
 
-// putRuns writes the runs of receive r that hold its first grant bytes
-// after the CTS envelope in b (the last one cut short) and returns their
-// encoded length.
-func putRuns(b []byte, r *Request, grant int) int {
+// putRuns writes the runs that hold a receive's first grant bytes after
+// the CTS envelope in b (the last one cut short) and returns their encoded
+// length.
+func putRuns(b []byte, runs []Run, grant int) int {
 	k, at := 0, envLen
-	for _, run := range r.runs {
+	for _, run := range runs {
 		if grant == 0 {
 			break
 		}
@@ -130,12 +130,11 @@ func (e *envelope) runAt(i int) Run {
 func (e *envelope) checkRuns() error {
 	total := 0
 	for i := range e.nruns {
-		b := e.runs[i*runLen:]
-		off, n := binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:])
-		if n == 0 || off > maxMessage || n > maxMessage || uint64(total)+n > uint64(e.length) {
-			return fmt.Errorf("%w: CTS run %d of %d bytes at %d for %d granted", errEnvelope, i, n, off, e.length)
+		run := e.runAt(i) // a field above 2^63 decodes negative
+		if run.Len <= 0 || run.Off < 0 || run.Off > maxMessage || run.Len > e.length-total {
+			return fmt.Errorf("%w: CTS run %d of %d bytes at %d for %d granted", errEnvelope, i, run.Len, run.Off, e.length)
 		}
-		total += int(n)
+		total += run.Len
 	}
 	if total != e.length {
 		return fmt.Errorf("%w: CTS runs of %d bytes for %d granted", errEnvelope, total, e.length)
