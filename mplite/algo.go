@@ -556,6 +556,8 @@ func newAlgoTables() *algoTables {
 					N := float64(n)
 					return N*lg(n) + N - 1, 2 * (N - 1) * float64(m)
 				}},
+			{id: algoHierarchical, name: "hierarchical", eligible: commutativeOnly, cost: treeCost, work: rootedWork,
+				tuned: func(s selection) (float64, float64, float64, float64, bool) { return hierTuned(s, treeCost) }},
 		}},
 
 		allreduce: collTable{coll: collAllreduce, fallback: algoRecursiveDoubling, algos: []algoEntry{
@@ -628,6 +630,7 @@ func newAlgoTables() *algoTables {
 					n, m := float64(s.n), float64(s.m)
 					return 2, (n - 1) * m, n * n, n * m, s.t.Rate > 0
 				}},
+			{id: algoHierarchical, name: "hierarchical", cost: linearCost, tuned: allgatherHierTuned},
 		}},
 
 		allgatherv: collTable{coll: collAllgatherv, fallback: algoRing, algos: []algoEntry{
@@ -708,6 +711,11 @@ func (c *Comm) exec(coll string, id algo, a *collArgs, red *Reducer) error {
 			return c.reduceRabenseifner(a.send, a.recv, red, a.root, false)
 		case algoPipeline:
 			return c.reducePipeline(a.send, a.recv, red, a.root)
+		case algoHierarchical:
+			if !red.Commutative { // forced: the hosts' order is not rank order
+				return c.reduceBinomial(a.send, a.recv, red, a.root)
+			}
+			return c.reduceHier(a.send, a.recv, red, a.root)
 		}
 	case collAllreduce:
 		switch id {
@@ -765,6 +773,8 @@ func (c *Comm) exec(coll string, id algo, a *collArgs, red *Reducer) error {
 			return c.allgathervRing(a.send, a.recv, counts, displs)
 		case algoMcast:
 			return c.allgatherMulticast(a.send, a.recv)
+		case algoHierarchical:
+			return c.allgatherHier(a.send, a.recv)
 		}
 	case collAllgatherv:
 		switch id {

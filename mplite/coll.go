@@ -270,9 +270,10 @@ func (c *Comm) dissemination(x *xfer, s span) error {
 // Bcast sends root's buf to every member's buf (all of the same length).
 // Algorithms: "binomial" (tree), "scatter_allgather" (binomial scatter of n
 // pieces, then a ring allgather; for long messages), "pipeline" (segments
-// down a chain), and "mcast-ack" and "mcast-nak" (reliable multicast; the
+// down a chain), "mcast-ack" and "mcast-nak" (reliable multicast; the
 // cost model takes mcast-nak for long messages on a switch of known line
-// rate).
+// rate), and "hierarchical" (through one leader per host, where ranks share
+// hosts).
 func (c *Comm) Bcast(buf []byte, root int) error {
 	if err := c.enter(collBcast); err != nil {
 		return err
@@ -368,8 +369,10 @@ func (c *Comm) bcastScatterAllgather(buf []byte, root int) error {
 // Reduce combines every member's send with red into root's recv (same
 // length; other members' recv is not used and may be nil). Algorithms:
 // "binomial" (tree), "rabenseifner" (reduce-scatter by recursive halving,
-// then a binomial gather; for long messages) and "pipeline" (segments
-// combined along a chain; commutative operators).
+// then a binomial gather; for long messages), "pipeline" (segments
+// combined along a chain; commutative operators) and "hierarchical"
+// (through one leader per host, where ranks share hosts; commutative
+// operators, others use binomial).
 func (c *Comm) Reduce(send, recv []byte, red Reducer, root int) error {
 	if err := c.enter(collReduce); err != nil {
 		return err
@@ -398,27 +401,9 @@ func (c *Comm) reduceBinomial(send, recv []byte, red *Reducer, root int) error {
 	if !red.Commutative {
 		lroot = 0
 	}
-	vr := (me - lroot + n) % n
 	x := c.newXfer()
-	for mask := 1; mask < n; mask <<= 1 {
-		if vr&mask != 0 {
-			if err := x.send(acc, ((vr&^mask)+lroot)%n, 0); err != nil {
-				return err
-			}
-			if err := x.wait(); err != nil {
-				return err
-			}
-			break
-		}
-		if src := vr | mask; src < n {
-			if err := x.recv(tmp, (src+lroot)%n, 0); err != nil {
-				return err
-			}
-			if err := x.wait(); err != nil {
-				return err
-			}
-			red.Fn(acc, acc, tmp)
-		}
+	if err := binomialUp(x, acc, tmp, red, n, (me-lroot+n)%n, func(v int) int { return (v + lroot) % n }, 0); err != nil {
+		return err
 	}
 	switch {
 	case lroot == root:
@@ -437,11 +422,38 @@ func (c *Comm) reduceBinomial(send, recv []byte, red *Reducer, root int) error {
 	return x.wait()
 }
 
+// binomialUp reduces acc over n members numbered from the root (0) up a
+// binomial tree: member vr folds in its children's (received into tmp),
+// lower numbers first, then sends to its parent; at maps a member's number
+// to its rank. The root's acc ends with the result.
+func binomialUp(x *xfer, acc, tmp []byte, red *Reducer, n, vr int, at func(v int) int, tag int) error {
+	for mask := 1; mask < n; mask <<= 1 {
+		if vr&mask != 0 {
+			if err := x.send(acc, at(vr&^mask), tag); err != nil {
+				return err
+			}
+			return x.wait()
+		}
+		if src := vr | mask; src < n {
+			if err := x.recv(tmp, at(src), tag); err != nil {
+				return err
+			}
+			if err := x.wait(); err != nil {
+				return err
+			}
+			red.Fn(acc, acc, tmp)
+		}
+	}
+	return nil
+}
+
 // Allreduce combines every member's send with red into every member's
 // recv (same length; recv may be send). Algorithms: "recursive_doubling",
 // "rabenseifner" (reduce-scatter by recursive halving, then allgather by
 // recursive doubling) and "ring" (reduce-scatter and allgather around a
-// ring; commutative operators only, others use rabenseifner).
+// ring; commutative operators only, others use rabenseifner) and
+// "hierarchical" (through one leader per host, where ranks share hosts;
+// commutative operators only, as the ring).
 func (c *Comm) Allreduce(send, recv []byte, red Reducer) error {
 	if err := c.enter(collAllreduce); err != nil {
 		return err

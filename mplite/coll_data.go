@@ -231,7 +231,8 @@ func (c *Comm) scattervLinear(send []byte, counts, displs []int, recv []byte, ro
 // Allgather collects every member's send (all of one length m) into every
 // member's recv, rank i's at recv[i*m:]. Algorithms: "bruck" (any n,
 // ceil(log2 n) steps), "recursive_doubling" (powers of two; bruck
-// otherwise) and "ring".
+// otherwise), "ring", "mcast" (reliable multicast) and "hierarchical"
+// (through one leader per host, where ranks share hosts).
 func (c *Comm) Allgather(send, recv []byte) error {
 	if err := c.enter(collAllgather); err != nil {
 		return err

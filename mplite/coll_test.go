@@ -667,12 +667,12 @@ func TestCollectivesRanksPerHost(t *testing.T) {
 			var count atomic.Int64
 			opts := []mplite.Option{mplite.WithLocalRanksPerHost(3)}
 			noErrors(t, collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
-				for _, coll := range []string{"barrier", "bcast", "allreduce"} {
+				for _, coll := range []string{"barrier", "bcast", "allreduce", "reduce", "allgather"} {
 					if algo, err := c.Algorithm(coll, 8); err != nil || algo != "hierarchical" {
 						return fmt.Errorf("%s of 8 bytes over hosts of 3 ranks: the model picks %q (%v)", coll, algo, err)
 					}
 				}
-				if err := runCollsWith(c, collSizes, []string{"barrier", "bcast", "allreduce", "reduce"}, &count); err != nil {
+				if err := runCollsWith(c, collSizes, []string{"barrier", "bcast", "allreduce", "reduce", "allgather"}, &count); err != nil {
 					return err
 				}
 				// A communicator that splits the hosts differently.
@@ -681,7 +681,17 @@ func TestCollectivesRanksPerHost(t *testing.T) {
 					return err
 				}
 				defer sub.Free()
-				return runCollsWith(sub, []int{8, 1000}, []string{"bcast", "allreduce"}, nil)
+				if err := runCollsWith(sub, []int{8, 1000}, []string{"bcast", "allreduce", "reduce", "allgather"}, nil); err != nil {
+					return err
+				}
+				// One that deals the ranks of a host out (0, 3, 6, 1, 4,
+				// ...), so that no host's ranks are consecutive.
+				dealt, err := c.Split(0, c.Rank()%3*c.Size()+c.Rank())
+				if err != nil {
+					return err
+				}
+				defer dealt.Free()
+				return runCollsWith(dealt, []int{8, 1000}, []string{"bcast", "reduce", "allgather"}, nil)
 			}))
 		})
 	}

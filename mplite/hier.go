@@ -81,6 +81,23 @@ func hierTuned(s selection, net func(nh, m int) (float64, float64)) (c1, c2, w1,
 	return c1, c2, w1, w2, true
 }
 
+// allgatherHierTuned is allgatherHier's cost: the leaders' exchange of
+// their hosts' blocks (nh-1 messages, all in flight), then the whole
+// result, n blocks, from the leader to each other rank of its host.
+func allgatherHierTuned(s selection) (c1, c2, w1, w2 float64, ok bool) {
+	if !hierarchical(s) {
+		return 0, 0, 0, 0, false
+	}
+	most := 0
+	for _, m := range s.c.hosts().members {
+		most = max(most, len(m))
+	}
+	down := float64(most-1) * float64(s.n) * float64(s.m) * localStepShare
+	return hierTuned(s, func(nh, m int) (float64, float64) {
+		return float64(nh - 1), float64(nh-1)*float64(most)*float64(m) + down
+	})
+}
+
 // leaderOf is the leader of host i for a collective rooted at root (-1:
 // no root): root on its own host, else the host's lowest rank.
 func (h *hostLayout) leaderOf(i, root int) int {
@@ -149,8 +166,9 @@ func (c *Comm) scatterHost(x *xfer, h *hostLayout, leader int, buf []byte) error
 // Tags of the hierarchical algorithms' intra-host messages; the leaders'
 // steps use the flat algorithms' own, all below these.
 const (
-	hierUpTag   = 500
-	hierDownTag = 501
+	hierUpTag     = 500
+	hierDownTag   = 501
+	hierLeaderTag = 502
 )
 
 // allreduceHier: each host reduces to its leader, the leaders allreduce
@@ -206,4 +224,121 @@ func (c *Comm) barrierHier() error {
 		}
 	}
 	return c.scatterHost(x, h, leader, nil)
+}
+
+// reduceHier: each host reduces to its leader (the root on the root's
+// host), and the leaders reduce to the root up a binomial tree numbered
+// from the root's host. Commutative operators only, as allreduceHier.
+func (c *Comm) reduceHier(send, recv []byte, red *Reducer, root int) error {
+	h := c.hosts()
+	leader := h.leaderOf(h.myHost, root)
+	acc := c.coll.scr.clone(send)
+	tmp := c.coll.scr.get(len(send))
+	x := c.newXfer()
+	if err := c.gatherHost(x, h, leader, acc, tmp, func(in []byte) { red.Fn(acc, in, acc) }); err != nil {
+		return err
+	}
+	if c.crank != leader {
+		return nil
+	}
+	nh, first := len(h.members), h.hostOf[root]
+	at := func(v int) int { return h.leaderOf((v+first)%nh, root) }
+	if err := binomialUp(x, acc, tmp, red, nh, (h.myHost-first+nh)%nh, at, 0); err != nil {
+		return err
+	}
+	if c.crank == root {
+		copy(recv, acc)
+	}
+	return nil
+}
+
+// allgatherHier: each host's ranks hand their blocks to its leader, the
+// leaders swap their hosts' blocks (one message per pair of hosts, all in
+// flight at once), and each leader hands the whole result to its host.
+// A host whose ranks are consecutive sends and receives its blocks where
+// they lie in recv; another's travel packed in member order.
+func (c *Comm) allgatherHier(send, recv []byte) error {
+	h := c.hosts()
+	m := len(send)
+	leader := h.leaderOf(h.myHost, -1)
+	x := c.newXfer()
+	if c.crank != leader {
+		if err := x.send(send, leader, hierUpTag); err != nil {
+			return err
+		}
+		if err := x.wait(); err != nil {
+			return err
+		}
+		return c.scatterHost(x, h, leader, recv)
+	}
+	for _, r := range h.members[h.myHost] {
+		if r == c.crank {
+			copy(recv[r*m:], send)
+		} else if err := x.recv(recv[r*m:(r+1)*m], r, hierUpTag); err != nil {
+			_ = x.wait()
+			return err
+		}
+	}
+	if err := x.wait(); err != nil {
+		return err
+	}
+	// Where each host's blocks travel: in recv if its ranks are
+	// consecutive, else packed in member order at off[i] in scr.
+	off := c.coll.layout(len(h.members))
+	packed := 0
+	for i, ms := range h.members {
+		off[i] = packed
+		if !consecutive(ms) {
+			packed += len(ms) * m
+		}
+	}
+	scr := c.coll.scr.get(packed)
+	blocks := func(i int) []byte {
+		ms := h.members[i]
+		if consecutive(ms) {
+			return recv[ms[0]*m : (ms[len(ms)-1]+1)*m]
+		}
+		return scr[off[i] : off[i]+len(ms)*m]
+	}
+	mine := blocks(h.myHost)
+	if !consecutive(h.members[h.myHost]) {
+		for k, r := range h.members[h.myHost] {
+			copy(mine[k*m:], recv[r*m:(r+1)*m])
+		}
+	}
+	for i := range h.members {
+		if i == h.myHost {
+			continue
+		}
+		if err := x.recv(blocks(i), h.leaderOf(i, -1), hierLeaderTag); err != nil {
+			_ = x.wait()
+			return err
+		}
+	}
+	for i := range h.members {
+		if i == h.myHost {
+			continue
+		}
+		if err := x.send(mine, h.leaderOf(i, -1), hierLeaderTag); err != nil {
+			_ = x.wait()
+			return err
+		}
+	}
+	if err := x.wait(); err != nil {
+		return err
+	}
+	for i, ms := range h.members {
+		if i != h.myHost && !consecutive(ms) {
+			b := blocks(i)
+			for k, r := range ms {
+				copy(recv[r*m:(r+1)*m], b[k*m:])
+			}
+		}
+	}
+	return c.scatterHost(x, h, leader, recv)
+}
+
+// consecutive reports whether ranks (ascending) are consecutive numbers.
+func consecutive(ranks []int) bool {
+	return len(ranks) > 0 && ranks[len(ranks)-1]-ranks[0] == len(ranks)-1
 }

@@ -9,7 +9,9 @@
 // Each rank gets MPLITE_RANK, MPLITE_SIZE, MPLITE_IFACES (its interface per
 // rail, comma separated), MPLITE_JOB (a fresh random job key),
 // MPLITE_SECRET (a fresh job secret that authenticates every frame;
-// -auth=false gives MPLITE_AUTH=0 instead), MPLITE_DRIVER
+// -auth=false gives MPLITE_AUTH=0 instead), MPLITE_DRIVER (-driver auto,
+// the default: afxdp with one rank per host and an MTU of at most 3506,
+// else afpacket)
 // and MPLITE_HOSTFILE, every rank's MACs, so that no rank has to discover
 // them (-discover leaves it out: the ranks then find each other by raw
 // Ethernet broadcast, as they must where no launcher knows the
@@ -125,7 +127,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.flapHost, "flap-host", -1, "the host -flap takes down (default: the last)")
 	fs.StringVar(&o.hostRate, "host-rate", "", "H=RATE[,H=RATE...]: the switch ports towards host H (every rail) at RATE instead of -rate's, e.g. 3=25mbit for one slow receiver")
 	fs.StringVar(&o.railDown, "rail-down", "", "R@AT or R@BYTES: take every switch port of rail R down for good AT after the start (1@3s), or once the hosts have sent BYTES on it (1@8MiB)")
-	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket or afxdp")
+	fs.StringVar(&o.driver, "driver", "auto", "frame driver: afpacket, afxdp, or auto (afxdp where it can serve: one rank per host, MTU at most 3506; else afpacket)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
 	fs.BoolVar(&o.auth, "auth", true, "authenticate every frame with a secret drawn for the job (false: a trusted fabric, MPLITE_AUTH=0)")
@@ -153,8 +155,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("mprun: -np %d outside [1, %d] (hosts times -ppn)", o.np, testbed.MaxHosts*max(1, o.ppn))
 	case o.nics < 1 || o.nics > testbed.MaxRails:
 		return o, fmt.Errorf("mprun: -nics %d outside [1, %d]", o.nics, testbed.MaxRails)
-	case o.driver != "afpacket" && o.driver != "afxdp":
-		return o, fmt.Errorf("mprun: unknown -driver %q (afpacket or afxdp)", o.driver)
+	case o.driver != "afpacket" && o.driver != "afxdp" && o.driver != "auto":
+		return o, fmt.Errorf("mprun: unknown -driver %q (afpacket, afxdp or auto)", o.driver)
 	case o.bind != "auto" && o.bind != "none":
 		return o, fmt.Errorf("mprun: -bind %q: want auto or none", o.bind)
 	case !(o.drop >= 0 && o.drop <= 1):
@@ -169,6 +171,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.hostfile != "" {
 		return o, o.checkRemote()
+	}
+	if o.driver == "auto" {
+		o.driver = autoDriver(o.perHost(), o.mtu)
 	}
 	if o.ppn > 1 && o.driver == "afxdp" {
 		return o, fmt.Errorf("mprun: -ppn %d: ranks that share a host's NICs need -driver afpacket", o.ppn)
@@ -559,6 +564,21 @@ func (o options) perHost() int { return max(1, o.ppn) }
 
 // hosts is the number of testbed hosts: -np ranks, -ppn to a host.
 func (o options) hosts() int { return (o.np + o.perHost() - 1) / o.perHost() }
+
+// afxdpMaxMTU is the largest MTU native XDP allows on a veth (a page per
+// frame); nic/afxdp explains the figure.
+const afxdpMaxMTU = 3506
+
+// autoDriver is -driver auto on the testbed: AF_XDP, whose idle poll is a
+// ring read where AF_PACKET's is a system call (half the 1-byte latency
+// of a rank pair, and of small collectives), wherever it can serve: one
+// endpoint per NIC and frames that fit a page.
+func autoDriver(perHost, mtu int) string {
+	if perHost > 1 || mtu > afxdpMaxMTU {
+		return "afpacket"
+	}
+	return "afxdp"
+}
 
 func (o options) faulty() bool { return o.drop > 0 || o.corrupt > 0 || o.dup > 0 }
 

@@ -302,3 +302,30 @@ func TestCableOnlyWithoutSwitchFeatures(t *testing.T) {
 		}
 	}
 }
+
+// -driver auto takes AF_XDP wherever it can serve and AF_PACKET elsewhere;
+// an explicit driver is kept.
+func TestAutoDriver(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-np", "2"}, "afxdp"},
+		{[]string{"-np", "8", "-nics", "2", "-mtu", "3506"}, "afxdp"},
+		{[]string{"-np", "2", "-mtu", "9000"}, "afpacket"},
+		{[]string{"-np", "4", "-ppn", "2"}, "afpacket"},
+		{[]string{"-np", "2", "-driver", "afpacket"}, "afpacket"},
+		{[]string{"-np", "2", "-mtu", "9000", "-driver", "afxdp"}, "afxdp"},
+	} {
+		o, err := parse(append(tc.args, "--", "true"), new(bytes.Buffer))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if o.driver != tc.want {
+			t.Errorf("%v: driver %s, want %s", tc.args, o.driver, tc.want)
+		}
+	}
+	if _, err := parse([]string{"-np", "2", "-driver", "dpdk", "--", "true"}, new(bytes.Buffer)); err == nil {
+		t.Error("-driver dpdk accepted")
+	}
+}
