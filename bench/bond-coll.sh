@@ -5,17 +5,17 @@
 # Allreduce at the large ones (LARGE). Prints coll, bytes, median us over one NIC and over two,
 # and the speed-up (one NIC's time / two NICs'); the goals are >= 1.7 at the large sizes and
 # >= 1.0 (no slower) at the small ones. Needs root and an idle machine.
-# Env: ROUNDS (3), NP (8), RATE (100mbit), DRIVER (afpacket), SECS (0.3 small, 3x for large),
-# SMALL (1,1024), LARGE (65536,1048576), OUT (work dir).
+# Env: ROUNDS (3), NP (8), RATE (100mbit), DRIVER (auto: mprun's choice), SECS (0.3 small, 3x
+# for large), SMALL (1,1024), LARGE (65536,1048576; empty: no large pass), OUT (work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
 NP=${NP:-8}
 RATE=${RATE:-100mbit}
-DRIVER=${DRIVER:-afpacket}
+DRIVER=${DRIVER:-auto}
 SECS=${SECS:-0.3}
 SMALL=${SMALL:-1,1024}
-LARGE=${LARGE:-65536,1048576}
+LARGE=${LARGE-65536,1048576}
 OUT=${OUT:-$(mktemp -d)}
 go build -o "$OUT/mprun" ./cmd/mprun
 go build -o "$OUT/collbench" ./cmd/collbench
@@ -24,7 +24,9 @@ go build -o "$OUT/collbench" ./cmd/collbench
 for r in $(seq "$ROUNDS"); do
 	for k in 1 2; do
 		for pass in small large; do
-			if [ $pass = small ]; then
+			if [ $pass = large ] && [ -z "$LARGE" ]; then
+				continue
+			elif [ $pass = small ]; then
 				colls=all sizes=$SMALL secs=$SECS
 			else
 				colls=allgather,alltoall,allreduce sizes=$LARGE secs=$(python3 -c "print(3*$SECS)")
