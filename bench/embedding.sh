@@ -4,7 +4,7 @@
 # the same link: two network namespaces joined by one veth pair, or with
 # -rate by a rate-limited switch. Needs root, Debian's mpich and libmpich-dev, Go.
 #
-#   bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N] [-rounds N]
+#   [DRIVER=afpacket|afxdp] [TBF_BURST=32kb] bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N] [-rounds N]
 #
 # Prints each run (bytes, one-way latency in us, bandwidth in MB/s), the two
 # libraries interleaved over -rounds rounds, then the medians side by side.
@@ -78,6 +78,11 @@ mpicc.mpich -O2 -o "$work/pingpong" "$work/pingpong.c"
 # egress. (A tbf on the hosts' own ev0 would not do: our AF_PACKET sockets
 # bypass the sender's qdisc, as NIC-level transports do, so only a limit
 # past the host, as on a real switch port, applies to both libraries.)
+# The bucket is small (TBF_BURST, default 32kb): a ping-pong's bucket fills
+# again while the reply travels, so with a bucket larger than a message
+# every message would pass at the veth's speed, and a bucket larger than
+# TCP's 64 KiB GSO segments lets a segment through as one packet. 32 KiB
+# still carries TCP at 99 % of its frames' payload share at 1 Gbit/s.
 ip netns add "$na"
 ip netns add "$nb"
 if [ -n "$rate" ]; then
@@ -87,7 +92,7 @@ if [ -n "$rate" ]; then
 	for ns in "$na" "$nb"; do
 		ip link add "$ns" netns "$ns" type veth peer name "p$ns" netns "$nsw"
 		ip -n "$nsw" link set "p$ns" mtu "$mtu" master br0 up
-		ip netns exec "$nsw" tc qdisc add dev "p$ns" root tbf rate "$rate" burst 256kb latency 50ms
+		ip netns exec "$nsw" tc qdisc add dev "p$ns" root tbf rate "$rate" burst "${TBF_BURST:-32kb}" latency 50ms
 	done
 else
 	ip link add "$na" netns "$na" type veth peer name "$nb" netns "$nb"
@@ -125,7 +130,8 @@ mpich() {
 	hydra -genv LD_LIBRARY_PATH= -genv MPIR_CVAR_NOLOCAL 1 -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES ev0 "$@"
 }
 ethervia() {
-	hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ -genv GOMAXPROCS 1 "$@"
+	hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ -genv GOMAXPROCS 1 \
+		-genv MPLITE_DRIVER "${DRIVER:-afpacket}" "$@"
 }
 for r in $(seq "$rounds"); do
 	echo "== round $r: MPICH (TCP over ev0), then Ethervia libmpich.so.12 (raw Ethernet over ev0)"
