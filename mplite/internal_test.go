@@ -256,3 +256,21 @@ func TestScaledRecvDepth(t *testing.T) {
 		t.Errorf("a depth below the floor changed: %d", got)
 	}
 }
+
+// lineBinds tells a line from the CPUs by the t_c the ping-pongs measured.
+func TestLineBinds(t *testing.T) {
+	for _, tc := range []struct {
+		rate, tc float64 // bytes/s, s/byte
+		want     bool
+	}{
+		{11.5e6, 4.5e-8, true}, // 100 Mbit/s, 64 KiB ping-pongs partly line-bound
+		{117e6, 2.8e-9, true},  // 1 Gbit/s
+		{500e6, 2.5e-9, false}, // unlimited veth: the CPUs
+		{0, 2.5e-9, false},     // nothing measured
+		{117e6, 0, false},      // no t_c
+	} {
+		if got := lineBinds(tc.rate, tc.tc); got != tc.want {
+			t.Errorf("lineBinds(%g B/s, t_c %g) = %v, want %v", tc.rate, tc.tc, got, tc.want)
+		}
+	}
+}

@@ -155,7 +155,9 @@ func WithPortRate(bitsPerSec uint64) Option {
 
 // WithMeasuredTuning makes the world measure t_s and t_c at its first
 // collective (a ping-pong between ranks 0 and 1, whose result rank 0
-// broadcasts); MPLITE_TUNING=measure does the same.
+// broadcasts) and, unless a rate was given, the line rate of rank 1's port
+// (a stream from rank 0; kept as Tuning.Rate only where the line, not the
+// CPUs, bounds it); MPLITE_TUNING=measure does the same.
 func WithMeasuredTuning() Option {
 	return func(c *config) error {
 		c.tuneMeasure, c.tuneSet = true, true
@@ -363,15 +365,18 @@ func (c *Comm) ensureTuned() error {
 	if err != nil {
 		return fmt.Errorf("measure tuning: %w", err)
 	}
-	t.Rate = c.cfg.tuning.Rate
+	if c.cfg.tuning.Rate > 0 {
+		t.Rate = c.cfg.tuning.Rate
+	}
 	c.mu.Lock()
 	c.tune, c.tuned = t, true
 	c.mu.Unlock()
 	return nil
 }
 
-// measure times ping-pongs of 0 and 64 KiB between world ranks 0 and 1;
-// rank 0 broadcasts the result. Each size is timed as the median of
+// measure times ping-pongs of 0 and 64 KiB between world ranks 0 and 1
+// and, with no rate configured, probes the line between them
+// (rateprobe.go); rank 0 broadcasts the result. Each size is timed as the median of
 // single round trips after a few untimed ones: the first carries the
 // connection's set-up, and where ranks share CPUs single round trips
 // swing by milliseconds (a mean of ten once gave t_s = 2.9 ms and, the
@@ -381,7 +386,7 @@ func (c *Comm) measure() (Tuning, error) {
 	// Its own request set: this runs on the world inside another
 	// communicator's first collective, so the world's are not ours to lend.
 	x := &xfer{c: c}
-	var res [16]byte
+	var res [24]byte
 	if c.rank <= 1 {
 		buf := make([]byte, large)
 		peer := 1 - c.rank
@@ -437,12 +442,21 @@ func (c *Comm) measure() (Tuning, error) {
 		t := Tuning{Ts: ts, Tc: tc}
 		binary.LittleEndian.PutUint64(res[:], math.Float64bits(t.Ts))
 		binary.LittleEndian.PutUint64(res[8:], math.Float64bits(t.Tc))
+		if c.cfg.tuning.Rate == 0 && !c.cfg.osYield {
+			rate, err := c.probeRate(x)
+			if err != nil {
+				return Tuning{}, fmt.Errorf("port rate: %w", err)
+			}
+			if lineBinds(rate, tc) {
+				binary.LittleEndian.PutUint64(res[16:], uint64(rate*8))
+			}
+		}
 	}
 	if err := c.bcastBinomial(res[:], 0); err != nil {
 		return Tuning{}, err
 	}
 	t := Tuning{Ts: math.Float64frombits(binary.LittleEndian.Uint64(res[:])),
-		Tc: math.Float64frombits(binary.LittleEndian.Uint64(res[8:]))}
+		Tc: math.Float64frombits(binary.LittleEndian.Uint64(res[8:])), Rate: binary.LittleEndian.Uint64(res[16:])}
 	if !(t.Ts >= 0 && t.Tc >= 0) {
 		return Tuning{}, errors.New("measured a negative time")
 	}

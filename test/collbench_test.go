@@ -165,3 +165,34 @@ func TestMulticastAtLineRate(t *testing.T) {
 		})
 	}
 }
+
+// TestMeasuredPortRate: with MPLITE_TUNING=measure and no rate given, the
+// ranks find their ports' rate at start-up: about the payload rate of a
+// 100 Mbit/s port, and none on an unlimited link (where the CPUs, not a
+// line, bound a stream).
+func TestMeasuredPortRate(t *testing.T) {
+	needRoot(t)
+	measured := regexp.MustCompile(`\[0\] collbench: measured ts=\S+ tc=\S+ rate=(\d+) bit/s`)
+	for _, tc := range []struct {
+		rate     []string
+		min, max float64
+	}{
+		{[]string{"-rate", "100mbit"}, 60e6, 100e6},
+		{nil, 0, 0},
+	} {
+		args := append(append([]string{"-np", "2"}, tc.rate...), "-genv", "MPLITE_RATE", "", "-timeout", "60s", "--",
+			built.path(t, "collbench"), "-tune", "measure", "-colls", "barrier", "-secs", "0.05")
+		out, err := run(t, 2*time.Minute, built.path(t, "mprun"), args...)
+		if err != nil {
+			t.Fatalf("mprun failed: %v\n%s", err, out)
+		}
+		m := measured.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("%v: no measured tuning in\n%s", tc.rate, out)
+		}
+		got, _ := strconv.ParseFloat(m[1], 64)
+		if got < tc.min || got > tc.max {
+			t.Errorf("%v: measured rate %.0f bit/s, want [%.0f, %.0f]", tc.rate, got, tc.min, tc.max)
+		}
+	}
+}

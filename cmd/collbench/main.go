@@ -219,7 +219,7 @@ func (b *bench) all() error {
 	}
 	if b.c.Rank() == 0 && b.o.tune == "measure" {
 		t := b.c.Tuning()
-		fmt.Fprintf(b.errOut, "collbench: measured ts=%g tc=%g\n", t.Ts, t.Tc)
+		fmt.Fprintf(b.errOut, "collbench: measured ts=%g tc=%g rate=%d bit/s\n", t.Ts, t.Tc, t.Rate)
 	}
 	salt := 0
 	for _, coll := range b.o.colls {
