@@ -172,6 +172,27 @@ func TestSelector(t *testing.T) {
 			mplite.Abandon(c)
 		}
 	}
+	// Over two rails at 100 Mbit/s the unicast algorithms stripe and
+	// multicast does not: the ring Allgather and the chain Bcast win.
+	for _, tc := range []struct {
+		rails      int
+		coll, want string
+		m          int
+	}{
+		{1, "allgather", "mcast", 64 << 10}, {2, "allgather", "ring", 64 << 10},
+		{1, "bcast", "mcast-nak", 1 << 20}, {2, "bcast", "pipeline", 1 << 20},
+	} {
+		comms, err := mplite.NewLocalWorld(8, mplite.WithPortRate(100e6), mplite.WithSharedCPUs(2), mplite.WithLocalRails(tc.rails))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := comms[0].Algorithm(tc.coll, tc.m); err != nil || got != tc.want {
+			t.Errorf("%s of %d bytes over %d rails at 100 Mbit/s: %q, %v; want %q", tc.coll, tc.m, tc.rails, got, err, tc.want)
+		}
+		for _, c := range comms {
+			mplite.Abandon(c)
+		}
+	}
 	comms, err := mplite.NewLocalWorld(8, mplite.WithSharedCPUs(2))
 	if err != nil {
 		t.Fatal(err)
