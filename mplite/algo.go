@@ -496,22 +496,35 @@ func shortAllreduce(s selection) bool { return s.m < allreduceLong || !s.commuta
 // sitting; at 64 KiB the two were level.
 const allreduceLong = 512 << 10
 
-// pairwiseAlltoall and linearAlltoall split the direct exchanges at
-// alltoallLong bytes per block: below it the pairwise exchange (one partner
-// a step, no port receiving from every rank at once) took 19.9 ms against
-// the linear one's 23.5 at 64 KiB over two bonded NICs at 100 Mbit/s
-// (level over one); at 1 MiB the linear one, all exchanges in flight
-// together, was 5-7 % faster over one NIC or two.
+// pairwiseAlltoall and linearAlltoall split the direct exchanges (of
+// Alltoall and Alltoallv) at alltoallShort bytes per block: below it the
+// linear exchange, every message in flight at once, and from it the
+// pairwise one, one partner a step, so that no port receives from every
+// rank at once. Unlimited veth, 8 ranks on 2 CPUs (2026-11-27, AF_XDP):
+// Alltoallv linear 226, 257, 545 and 1 727 µs at 1 B, 1, 4 and 16 KiB
+// against pairwise 297, 340, 652 and 1 806; pairwise 7.2 and 99 ms at 64
+// KiB and 1 MiB against 7.7 and 119 (Alltoall alike, 16 ranks and AF_PACKET
+// too: 100 against 143 ms at 1 MiB). An older rule took the linear one from
+// 512 KiB, measured before waits let the calling thread drive progress.
 //
 // On a switch of known line rate the linear exchange is never chosen: with
 // every message in flight at once, seven senders fill one port's queue,
 // and the control messages of the next step wait behind the data.
 func pairwiseAlltoall(s selection) bool {
-	return (s.m < alltoallLong || s.t.Rate > 0) && !linePhased(s)
+	return (s.m >= alltoallShort || s.t.Rate > 0) && !linePhased(s)
 }
-func linearAlltoall(s selection) bool { return s.m >= alltoallLong && s.t.Rate == 0 }
+func linearAlltoall(s selection) bool { return s.m < alltoallShort && s.t.Rate == 0 }
 
-const alltoallLong = 512 << 10
+const alltoallShort = 32 << 10
+
+// alltoallBruckMax is the largest block the cost model gives Bruck's
+// Alltoall, whose steps forward other ranks' blocks: the model prices those
+// bytes at t_c and misses what they cost in frames. Unlimited veth, 8
+// ranks: Bruck 123 µs at 1 byte against the linear exchange's 203, but
+// 268 against 233 at 1 KiB and 2 488 against 1 673 at 16 KiB. MPICH
+// switches at the same 256 bytes (and from its medium algorithm to the
+// pairwise one at the same 32 KiB as alltoallShort).
+const alltoallBruckMax = 256
 
 // allgatherLong is the result size (bytes, all ranks' blocks) from which
 // Allgather takes the ring whatever the model says. MPICH switches at the
@@ -663,6 +676,9 @@ func newAlgoTables() *algoTables {
 				// radix of least estimated time.
 				cost: func(n, m int) (float64, float64) { return bruckCost(n, m, 2) },
 				tuned: func(s selection) (c1, c2, w1, w2 float64, ok bool) {
+					if s.m > alltoallBruckMax {
+						return 0, 0, 0, 0, false
+					}
 					c1, c2 = bruckCost(s.n, s.m, s.c.bestRadix(s.m, s.t))
 					// As many steps as a direct exchange and never fewer
 					// bytes: every block goes straight to its rank, plus
@@ -678,8 +694,8 @@ func newAlgoTables() *algoTables {
 		}},
 
 		alltoallv: collTable{coll: collAlltoallv, fallback: algoLinear, algos: []algoEntry{
-			{id: algoPairwise, name: "pairwise", cost: linearCost},
-			{id: algoLinear, name: "linear", cost: linearCost},
+			{id: algoPairwise, name: "pairwise", cost: linearCost, eligible: pairwiseAlltoall},
+			{id: algoLinear, name: "linear", cost: linearCost, eligible: linearAlltoall},
 			{id: algoPhased, name: "phased", cost: phasedCost, eligible: phasedEligible},
 		}},
 

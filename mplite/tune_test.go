@@ -131,7 +131,7 @@ func TestSelector(t *testing.T) {
 		{100e6, "bcast", "binomial", 1 << 10},
 		{0, "bcast", "binomial", 1 << 20},
 		{100e6, "alltoall", "phased", 1 << 20},
-		{0, "alltoall", "linear", 1 << 20},
+		{0, "alltoall", "pairwise", 1 << 20},
 		{100e6, "alltoall", "pairwise", 1 << 10},
 		{100e6, "reduce", "pipeline", 64 << 10},
 		{100e6, "bcast", "mcast-nak", 64 << 10},
@@ -197,12 +197,18 @@ func TestSelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Direct exchanges: pairwise below 512 KiB blocks, linear from there.
-	if got, err := comms[0].Algorithm("alltoall", 64<<10); err != nil || got != "pairwise" {
-		t.Errorf("alltoall of 64 KiB blocks on 8 ranks sharing 2 CPUs: %q, %v; want pairwise", got, err)
-	}
-	if got, err := comms[0].Algorithm("alltoall", 1<<20); err != nil || got != "linear" {
-		t.Errorf("alltoall of 1 MiB blocks on 8 ranks sharing 2 CPUs: %q, %v; want linear", got, err)
+	// Direct exchanges: linear below 32 KiB blocks, pairwise from there,
+	// for Alltoall and Alltoallv alike.
+	for _, tc := range []struct {
+		coll, want string
+		m          int
+	}{
+		{"alltoall", "pairwise", 64 << 10}, {"alltoall", "pairwise", 1 << 20},
+		{"alltoallv", "linear", 16 << 10}, {"alltoallv", "pairwise", 64 << 10}, {"alltoallv", "pairwise", 1 << 20},
+	} {
+		if got, err := comms[0].Algorithm(tc.coll, tc.m); err != nil || got != tc.want {
+			t.Errorf("%s of %d-byte blocks on 8 ranks sharing 2 CPUs: %q, %v; want %s", tc.coll, tc.m, got, err, tc.want)
+		}
 	}
 	for _, c := range comms {
 		mplite.Abandon(c)
