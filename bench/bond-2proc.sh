@@ -46,7 +46,9 @@ done
 mac() { ip -n "$1" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
 pin() { if [ "$PIN" = 1 ]; then echo "taskset -c $1"; fi; }
 
-common=(-module "$MODULE" -driver "$DRIVER" -job 7707 -l 1 -u 1 -trials 5 -runtime 100ms -o '' -progress off)
+# Frames are authenticated, as jobs' are: both ends need the same secret.
+secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+common=(-module "$MODULE" -driver "$DRIVER" -job 7707 -secret "$secret" -l 1 -u 1 -trials 5 -runtime 100ms -o '' -progress off)
 : >"$OUT/samples"
 for r in $(seq "$ROUNDS"); do
 	for k in $KS; do
