@@ -101,6 +101,6 @@ func ExampleWithPortRate() {
 		wg.Wait()
 	}
 	// Output:
-	// rate 0 bit/s: 1 MiB bcast by binomial, alltoall of 1 MiB blocks by linear
+	// rate 0 bit/s: 1 MiB bcast by binomial, alltoall of 1 MiB blocks by pairwise
 	// rate 100000000 bit/s: 1 MiB bcast by mcast-nak, alltoall of 1 MiB blocks by phased
 }
