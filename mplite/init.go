@@ -64,6 +64,7 @@ type envConfig struct {
 	// our EtherType there (MPLITE_XDP_FLOWRULE=1).
 	xdpQueue    int
 	xdpFlowRule bool
+	noRing      bool // MPLITE_AFPACKET_RING=0: recvmmsg(2) instead of the receive ring
 }
 
 // readEnv reads the launcher's variables; l is the launcher's PMI session,
@@ -141,6 +142,13 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 		e.xdpFlowRule = true
 	default:
 		return e, true, fmt.Errorf("%w: MPLITE_XDP_FLOWRULE=%q (0 or 1)", ErrEnvironment, s)
+	}
+	switch s := getenv("MPLITE_AFPACKET_RING"); s {
+	case "", "1":
+	case "0":
+		e.noRing = true
+	default:
+		return e, true, fmt.Errorf("%w: MPLITE_AFPACKET_RING=%q (0 or 1)", ErrEnvironment, s)
 	}
 	return e, true, nil
 }
@@ -222,7 +230,7 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		case "afxdp":
 			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
 		default:
-			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared})
+			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared, NoRing: e.noRing})
 		}
 		if err != nil {
 			closeDevs()

@@ -45,6 +45,8 @@ func TestReadEnv(t *testing.T) {
 			"MPLITE_JOB": "1", "MPLITE_XDP_QUEUE": "-1"}, found: true, err: true},
 		{name: "bad flow rule", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
 			"MPLITE_JOB": "1", "MPLITE_XDP_FLOWRULE": "yes"}, found: true, err: true},
+		{name: "bad afpacket ring", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
+			"MPLITE_JOB": "1", "MPLITE_AFPACKET_RING": "off"}, found: true, err: true},
 		{name: "bad driver", env: map[string]string{"MPLITE_RANK": "0", "MPLITE_SIZE": "2", "MPLITE_IFACES": "e",
 			"MPLITE_JOB": "1", "MPLITE_DRIVER": "dpdk"}, found: true, err: true},
 	} {

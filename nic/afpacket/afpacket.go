@@ -9,9 +9,11 @@
 // version, too short) for Stats().RxForeign. Where it cannot be loaded (no
 // CAP_BPF, an old kernel) or Config.ClassicFilter asks for it, the device
 // falls back to the classic BPF filter (bpf.SocketFilter), which drops such
-// frames uncounted; FilterFallback says which is in use. Frames move in batches
-// with recvmmsg(2) and sendmmsg(2), one system call per batch, and by default
-// bypass the sender's qdisc (PACKET_QDISC_BYPASS). Wait sleeps in ppoll(2)
+// frames uncounted; FilterFallback says which is in use. Frames arrive in a
+// receive ring the process maps (PACKET_RX_RING, TPACKET_V2; recvmmsg(2)
+// where it cannot be set up, or with Config.NoRing) and leave in batches
+// with sendmmsg(2), one system call per batch, by default bypassing the
+// sender's qdisc (PACKET_QDISC_BYPASS). Wait sleeps in ppoll(2)
 // on the socket and an eventfd that Close signals.
 package afpacket
 
@@ -55,6 +57,11 @@ type Config struct {
 	// most (nic.Multicaster); zero means nic.DefaultMaxMulticast and a
 	// negative value none.
 	MaxMulticast int
+	// NoRing receives with recvmmsg(2) instead of through a receive ring
+	// (PACKET_RX_RING), where a poll that finds nothing is a memory read.
+	// The device also falls back to recvmmsg(2) where the ring cannot be
+	// set up (RingFallback says why).
+	NoRing bool
 	// Shared is for endpoints that share the interface (nic.Config.Endpoint
 	// tells them apart): the socket also sees the frames the others send,
 	// which no switch would bring back to this port. It is bound to every
@@ -83,6 +90,9 @@ type Device struct {
 	rn     int // frames received by the last recvmmsg
 	rerr   syscall.Errno
 	recvFn func(fd uintptr)
+	ring   *rxRing // nil: recvmmsg(2) (ring.go)
+	// ringErr is why there is no ring (nil with one).
+	ringErr error
 
 	// Wait sleeps in ppoll(2) on the socket, an eventfd that Close
 	// signals and one that Interrupt signals; waitMu keeps Close from
@@ -172,6 +182,13 @@ func Open(cfg Config) (*Device, error) {
 	return d, nil
 }
 
+// RingFallback reports why the device receives with recvmmsg(2) rather
+// than through a receive ring, or nil if it uses the ring.
+func (d *Device) RingFallback() error { return d.ringErr }
+
+// errNoRingRequested is RingFallback's answer for Config.NoRing.
+var errNoRingRequested = errors.New("afpacket: recvmmsg(2) requested by Config.NoRing")
+
 // errClassicRequested is FilterFallback's answer for Config.ClassicFilter.
 var errClassicRequested = errors.New("afpacket: classic BPF filter requested by Config.ClassicFilter")
 
@@ -252,6 +269,11 @@ func (d *Device) setup() error {
 		d.rhdrs[i].hdr.Iovlen = 1
 		d.shdrs[i].hdr.Iov = &d.siov[i]
 		d.shdrs[i].hdr.Iovlen = 1
+	}
+	if d.cfg.NoRing {
+		d.ringErr = errNoRingRequested
+	} else if err := raw.Control(func(fd uintptr) { d.ring, d.ringErr = setupRing(int(fd), ringFrameCap(d.mtu)) }); err != nil {
+		return err
 	}
 	// Method values made once, so the hot path does not allocate closures.
 	d.recvFn = d.recvOnce
@@ -348,6 +370,10 @@ func (d *Device) Close() error {
 	}
 	d.statsMu.Unlock()
 	d.waitMu.Unlock()
+	// The ring goes once no receive can be reading it.
+	d.rmu.Lock()
+	err = errors.Join(err, d.ring.close())
+	d.rmu.Unlock()
 	if err != nil {
 		return fmt.Errorf("afpacket %s: close: %w", d.cfg.Iface, err)
 	}
@@ -364,7 +390,8 @@ func (d *Device) opErr(op string, err error) error {
 	return fmt.Errorf("afpacket %s: %s: %w", d.cfg.Iface, op, err)
 }
 
-// Recv implements nic.Device with one non-blocking recvmmsg(2).
+// Recv implements nic.Device: from the receive ring, or with one
+// non-blocking recvmmsg(2).
 func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 	n := len(bufs)
 	if n > d.batch {
@@ -375,6 +402,14 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 	}
 	d.rmu.Lock()
 	defer d.rmu.Unlock()
+	if d.ring != nil {
+		if d.ring.mem == nil {
+			return 0, d.opErr("recv", nic.ErrClosed)
+		}
+		got := d.recvRing(bufs, lens, n)
+		d.rxFrames.Add(uint64(got))
+		return got, nil
+	}
 	for i := 0; i < n; i++ {
 		b := bufs[i]
 		if len(b) == 0 {

@@ -23,7 +23,11 @@ func needRoot(t testing.TB) {
 
 // makePair opens one device on each end of a fresh veth pair between two
 // namespaces.
-func makePair(t testing.TB) nictest.Pair {
+func makePair(t testing.TB) nictest.Pair { return makePairWith(t, false) }
+
+// makePairWith opens the pair with the receive ring or, noRing, with
+// recvmmsg(2), and fails if the device does not use what was asked for.
+func makePairWith(t testing.TB, noRing bool) nictest.Pair {
 	needRoot(t)
 	tb, err := testbed.New(testbed.Config{Hosts: 2, Topology: testbed.Pair, Name: "afp"})
 	if err != nil {
@@ -38,11 +42,14 @@ func makePair(t testing.TB) nictest.Pair {
 		var d *afpacket.Device
 		err := h.Do(func() error {
 			var err error
-			d, err = afpacket.Open(afpacket.Config{Config: nic.Config{JobKey: jobKey}, Iface: h.Ifaces[0]})
+			d, err = afpacket.Open(afpacket.Config{Config: nic.Config{JobKey: jobKey}, Iface: h.Ifaces[0], NoRing: noRing})
 			return err
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if fb := d.RingFallback(); (fb == nil) == noRing {
+			t.Fatalf("NoRing %v, but the device's ring fallback is %v", noRing, fb)
 		}
 		t.Cleanup(func() { d.Close() })
 		return d
@@ -51,6 +58,16 @@ func makePair(t testing.TB) nictest.Pair {
 }
 
 func TestConformance(t *testing.T) { nictest.Run(t, makePair) }
+
+// TestConformanceRecvmmsg runs the suite on the recvmmsg(2) receive path,
+// the one a kernel without receive rings gets.
+func TestConformanceRecvmmsg(t *testing.T) {
+	nictest.Run(t, func(t testing.TB) nictest.Pair { return makePairWith(t, true) })
+}
+
+func BenchmarkPingPong64Recvmmsg(b *testing.B) {
+	nictest.BenchPingPong(b, makePairWith(b, true), 64)
+}
 
 func BenchmarkPingPong64(b *testing.B) { nictest.BenchPingPong(b, makePair(b), 64) }
 func BenchmarkStream64(b *testing.B)   { nictest.BenchStream(b, makePair(b), 64) }
