@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/bpf"
+	"github.com/ethervia/ethervia/nic/afxdp"
 	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/testbed"
 )
@@ -565,16 +566,11 @@ func (o options) perHost() int { return max(1, o.ppn) }
 // hosts is the number of testbed hosts: -np ranks, -ppn to a host.
 func (o options) hosts() int { return (o.np + o.perHost() - 1) / o.perHost() }
 
-// afxdpMaxMTU is the largest MTU native XDP allows on a veth (a page per
-// frame); nic/afxdp explains the figure.
-const afxdpMaxMTU = 3506
-
-// autoDriver is -driver auto on the testbed: AF_XDP, whose idle poll is a
-// ring read where AF_PACKET's is a system call (half the 1-byte latency
-// of a rank pair, and of small collectives), wherever it can serve: one
-// endpoint per NIC and frames that fit a page.
+// autoDriver is -driver auto on the testbed: AF_XDP, which copies a frame
+// once where AF_PACKET's receive ring copies it twice, wherever it can
+// serve: one endpoint per NIC and frames that fit a page.
 func autoDriver(perHost, mtu int) string {
-	if perHost > 1 || mtu > afxdpMaxMTU {
+	if perHost > 1 || mtu > afxdp.VethMaxMTU {
 		return "afpacket"
 	}
 	return "afxdp"

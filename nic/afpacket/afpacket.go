@@ -272,7 +272,7 @@ func (d *Device) setup() error {
 	}
 	if d.cfg.NoRing {
 		d.ringErr = errNoRingRequested
-	} else if err := raw.Control(func(fd uintptr) { d.ring, d.ringErr = setupRing(int(fd), ringFrameCap(d.mtu)) }); err != nil {
+	} else if err := raw.Control(func(fd uintptr) { d.ring, d.ringErr = setupRing(int(fd), nic.FrameCap(d.mtu)) }); err != nil {
 		return err
 	}
 	// Method values made once, so the hot path does not allocate closures.
@@ -406,9 +406,7 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 		if d.ring.mem == nil {
 			return 0, d.opErr("recv", nic.ErrClosed)
 		}
-		got := d.recvRing(bufs, lens, n)
-		d.rxFrames.Add(uint64(got))
-		return got, nil
+		return d.recvRing(bufs, lens, n), nil
 	}
 	for i := 0; i < n; i++ {
 		b := bufs[i]
@@ -432,7 +430,7 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 	default:
 		return 0, d.opErr("recvmmsg", d.rerr)
 	}
-	got := 0
+	got, bytes := 0, 0
 	for i := 0; i < d.rn; i++ {
 		h := &d.rhdrs[i]
 		size := int(h.len)
@@ -451,9 +449,10 @@ func (d *Device) Recv(bufs [][]byte, lens []int) (int, error) {
 			copy(bufs[got], frame)
 		}
 		lens[got] = size
-		d.rxBytes.Add(uint64(size))
+		bytes += size
 		got++
 	}
+	d.rxBytes.Add(uint64(bytes))
 	d.rxFrames.Add(uint64(got))
 	return got, nil
 }

@@ -6,8 +6,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/ethervia/ethervia/nic"
 )
 
 // The receive ring (PACKET_RX_RING, TPACKET_V2): the kernel writes each
@@ -67,10 +65,11 @@ func (r *rxRing) status(i int) *uint32 {
 	return (*uint32)(unsafe.Pointer(&r.mem[i*r.frameSize]))
 }
 
-// recv moves up to len(bufs) frames out of the ring, as Recv does.
+// recvRing moves up to n frames out of the ring into bufs, as Recv does,
+// and counts them.
 func (d *Device) recvRing(bufs [][]byte, lens []int, n int) int {
 	r := d.ring
-	got := 0
+	got, bytes := 0, 0
 	for got < n {
 		st := r.status(r.next)
 		if atomic.LoadUint32(st)&unix.TP_STATUS_USER == 0 {
@@ -93,12 +92,14 @@ func (d *Device) recvRing(bufs [][]byte, lens []int, n int) int {
 		default:
 			copy(buf, slot[mac:mac+size])
 			lens[got] = size
-			d.rxBytes.Add(uint64(size))
+			bytes += size
 			got++
 		}
 		atomic.StoreUint32(st, unix.TP_STATUS_KERNEL)
 		r.next = (r.next + 1) % r.frames
 	}
+	d.rxBytes.Add(uint64(bytes))
+	d.rxFrames.Add(uint64(got))
 	return got
 }
 
@@ -111,6 +112,3 @@ func (r *rxRing) close() error {
 	r.mem = nil
 	return err
 }
-
-// ringFrameCap is the largest frame the ring must hold for an MTU.
-func ringFrameCap(mtu int) int { return mtu + nic.EthHeaderLen + nic.VLANTagLen }

@@ -87,6 +87,11 @@ var ErrTxStalled = errors.New("afxdp: transmit stalled")
 // with ErrTxStalled.
 const TxStallTimeout = 2 * time.Second
 
+// VethMaxMTU is the largest MTU native XDP allows on a veth: a frame must
+// fit a page beside the XDP headroom and skb_shared_info (see the package
+// comment).
+const VethMaxMTU = 3506
+
 // Config configures a Device.
 type Config struct {
 	nic.Config
@@ -369,7 +374,7 @@ func (d *Device) setup(cfg Config, ifindex int) error {
 			if ifi, ierr := net.InterfaceByIndex(ifindex); ierr == nil && errors.Is(err, unix.ERANGE) {
 				// The kernel's own word for it is "numerical result out
 				// of range", which names neither the MTU nor the limit.
-				return fmt.Errorf("attach XDP: interface MTU %d is too large for XDP here (veth allows at most 3506; use AF_PACKET for jumbo frames): %w", ifi.MTU, err)
+				return fmt.Errorf("attach XDP: interface MTU %d is too large for XDP here (veth allows at most %d; use AF_PACKET for jumbo frames): %w", ifi.MTU, VethMaxMTU, err)
 			}
 			return fmt.Errorf("attach XDP: %w", err)
 		}
