@@ -169,12 +169,15 @@ type endpoint struct {
 	tuned                bool
 	mc                   mcastEP // multicast groups and datagrams (mcast.go)
 
-	pollers atomic.Int32 // calls polling right now: the progress goroutine steps aside
+	// polls: the calls polling right now (low 32 bits; the progress
+	// goroutine steps aside) and how many stopped (high 32 bits): a count,
+	// not a time, so that ending a wait costs no look at the clock, and
+	// one word, so that it costs one atomic operation.
+	polls atomic.Uint64
 	// bgWaiting: the progress goroutine is in (or about to enter) a wait
 	// on the fabric, which a call that starts to wait interrupts.
 	bgWaiting atomic.Bool
 	bgYields  atomic.Uint64 // its waits that a call ended (tests)
-	lastPoll  atomic.Int64  // when a call last stopped polling (nanos)
 	blocked   atomic.Int32  // calls blocked on cond: the progress goroutine must run
 	bgStop    chan struct{}
 	bgDone    chan struct{}
@@ -412,7 +415,7 @@ func (c *Comm) openProvider() error {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}
 	c.fab = f
-	f.setCallers(func() bool { return c.pollers.Load() > 0 })
+	f.setCallers(c.polling)
 	c.chunk = f.maxTransfer()
 	// MP_Lite's dynamic registration: user buffers of the handshake are
 	// looked up before they are registered.

@@ -51,21 +51,7 @@ const localNICSkips = 128
 // unless w waits only for ranks of this host and the NIC was polled within
 // the last localNICSkips turns. c.mu is held.
 func (c *Comm) nicNeeded(w waitCond) bool {
-	if c.shmEP == nil || w == nil {
-		return true
-	}
-	switch w := w.(type) {
-	case *Request:
-		if !c.localReq(w) {
-			return true
-		}
-	case *reqSet:
-		for _, r := range *w {
-			if !c.localReq(r) {
-				return true
-			}
-		}
-	default:
+	if !c.waitsLocal(w) {
 		return true
 	}
 	if c.shmEP.nicSkips++; c.shmEP.nicSkips < localNICSkips {
@@ -73,6 +59,26 @@ func (c *Comm) nicNeeded(w waitCond) bool {
 	}
 	c.shmEP.nicSkips = 0
 	return true
+}
+
+// waitsLocal reports whether w waits only on ranks of this host, through
+// shared memory. c.mu is held.
+func (c *Comm) waitsLocal(w waitCond) bool {
+	if c.shmEP == nil || w == nil {
+		return false
+	}
+	switch w := w.(type) {
+	case *Request:
+		return c.localReq(w)
+	case *reqSet:
+		for _, r := range *w {
+			if !c.localReq(r) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // localReq reports a request whose peer is a rank of this host.
@@ -377,6 +383,17 @@ func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
 	if !ok || sl.out == nil || sl.err != nil || sl.ph < len(sl.pend) {
 		return false
 	}
+	if n := inlineLen(e, r); n >= 0 {
+		// Short: inside the entry header, one cache line for the
+		// receiver to read.
+		b, ok := sl.out.ReserveInline(n)
+		if !ok {
+			return false
+		}
+		putMessage(b, e, r)
+		sl.out.CommitInline(n)
+		return true
+	}
 	b, ok := sl.out.Reserve()
 	if !ok {
 		return false
@@ -384,6 +401,25 @@ func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
 	k := putMessage(b, e, r)
 	sl.out.Commit(&shm.Entry{Kind: shm.Send, Length: envLen + k})
 	return true
+}
+
+// inlineLen is the length of the message putMessage writes for e and r if
+// it fits inside a ring entry's header (shm.InlineData), else -1.
+func inlineLen(e *envelope, r *Request) int {
+	n := envLen
+	switch {
+	case e.sendRuns != nil:
+		return -1
+	case r == nil:
+	case r.lay != nil && r.buf == nil:
+		n += r.layLen
+	default:
+		n += len(r.buf)
+	}
+	if n > shm.InlineData {
+		return -1
+	}
+	return n
 }
 
 // needReap reports whether p's consumed sends must be completed now:

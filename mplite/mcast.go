@@ -445,7 +445,7 @@ func (c *Comm) mcastRun(g *mcGroup, buf []byte, off, total, root int, nak bool) 
 	if uint64(total) > 0xffffffff {
 		return fmt.Errorf("multicast of %d bytes: at most 4 GiB", total)
 	}
-	c.pollers.Add(1)
+	c.startPolling()
 	defer c.donePolling()
 	if o.me == root {
 		err = o.runRoot()

@@ -71,7 +71,7 @@ func (c *Comm) allgatherMcastConcurrent(g *mcGroup, send, recv []byte) error {
 	o.scratch()
 	// n-1 streams share each port's line.
 	o.pace = newPacer(c.Tuning().Rate, n-1, port, c.devs[0])
-	c.pollers.Add(1)
+	c.startPolling()
 	defer c.donePolling()
 	err = o.run()
 	if werr := o.x.wait(); err == nil {

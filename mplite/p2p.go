@@ -223,14 +223,19 @@ func (c *Comm) Send(buf []byte, dest, tag int) error {
 }
 
 func (c *Comm) send(buf []byte, dest, tag int, ctx uint16) error {
-	r := c.getReq()
-	if err := c.startSend(r, buf, dest, tag, ctx); err != nil {
-		c.putReq(r)
-		return err
-	}
-	c.wait(r)
+	// Under one hold of the lock unless it must wait: most sends complete
+	// as they start (eager, or to a rank of this host).
 	c.mu.Lock()
-	err := r.err
+	if dest != c.rank && c.peers[dest].local && c.sendLocalNow(c.peers[dest], buf, tag, ctx) {
+		c.mu.Unlock()
+		return nil
+	}
+	r := c.getReqLocked()
+	err := c.startSendLocked(r, buf, dest, tag, ctx)
+	if err == nil {
+		c.waitHeld(r)
+		err = r.err
+	}
 	c.putReqLocked(r)
 	c.mu.Unlock()
 	return err
@@ -247,14 +252,18 @@ func (c *Comm) Recv(buf []byte, src, tag int) (Status, error) {
 }
 
 func (c *Comm) recv(buf []byte, src, tag int, ctx uint16) (Status, error) {
-	r := c.getReq()
-	if err := c.startRecv(r, buf, src, tag, ctx); err != nil {
-		c.putReq(r)
-		return Status{}, err
-	}
-	c.wait(r)
 	c.mu.Lock()
-	st, err := r.st, r.err
+	var st Status
+	if src >= 0 && src != c.rank && c.peers[src].local && c.recvLocal(c.peers[src], buf, tag, ctx, &st) {
+		c.mu.Unlock()
+		return st, nil
+	}
+	r := c.getReqLocked()
+	err := c.startRecvLocked(r, buf, src, tag, ctx)
+	if err == nil {
+		c.waitHeld(r)
+		st, err = r.st, r.err
+	}
 	c.putReqLocked(r)
 	c.mu.Unlock()
 	return st, err
@@ -398,6 +407,10 @@ func (c *Comm) iprobeLocked(src, tag int, ctx uint16) (bool, Status, error) {
 func (c *Comm) getReq() *Request {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.getReqLocked()
+}
+
+func (c *Comm) getReqLocked() *Request {
 	if n := len(c.reqFree); n > 0 {
 		r := c.reqFree[n-1]
 		c.reqFree = c.reqFree[:n-1]
@@ -478,6 +491,10 @@ func (c *Comm) newID() uint32 {
 func (c *Comm) startSend(r *Request, buf []byte, dest, tag int, ctx uint16) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.startSendLocked(r, buf, dest, tag, ctx)
+}
+
+func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16) error {
 	if c.finalized {
 		return ErrFinalized
 	}
@@ -569,6 +586,10 @@ func (c *Comm) deliver(r *Request, src, tag int, data []byte, length int) {
 func (c *Comm) startRecv(r *Request, buf []byte, src, tag int, ctx uint16) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.startRecvLocked(r, buf, src, tag, ctx)
+}
+
+func (c *Comm) startRecvLocked(r *Request, buf []byte, src, tag int, ctx uint16) error {
 	if c.finalized {
 		return ErrFinalized
 	}

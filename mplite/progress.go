@@ -18,23 +18,27 @@ type waitCond interface{ ready() bool }
 // done. While any call waits, the progress goroutine stays out.
 func (c *Comm) wait(w waitCond) {
 	c.mu.Lock()
+	c.waitHeld(w)
+	c.mu.Unlock()
+}
+
+// waitHeld is wait for a caller that holds c.mu, and returns with it held:
+// a call that reads its request's result next takes the lock once.
+func (c *Comm) waitHeld(w waitCond) {
 	if w.ready() {
-		c.mu.Unlock()
 		return
 	}
-	c.mu.Unlock()
 	if c.fab == nil {
 		// A world of one: only another goroutine's call can complete w.
-		c.mu.Lock()
 		c.blocked.Add(1)
 		for !w.ready() {
 			c.cond.Wait()
 		}
 		c.blocked.Add(-1)
-		c.mu.Unlock()
 		return
 	}
-	c.pollers.Add(1)
+	c.mu.Unlock()
+	c.startPolling()
 	defer c.donePolling()
 	if c.bgWaiting.Load() {
 		// The progress goroutine sleeps in the fabric, where it would
@@ -56,11 +60,10 @@ func (c *Comm) wait(w waitCond) {
 			for turn := 1; ; turn++ {
 				c.mu.Lock()
 				c.progressFor(w)
-				ok := w.ready()
-				c.mu.Unlock()
-				if ok {
+				if w.ready() {
 					return
 				}
+				c.mu.Unlock()
 				// The clock every few turns only: reading it cost a
 				// quarter of a shared-memory round trip.
 				if turn%clockEvery == 0 && !win.more(c.nanos(), c.received()) && !c.localWriteSpin(&win) {
@@ -79,7 +82,6 @@ func (c *Comm) wait(w waitCond) {
 		}
 		c.mu.Lock()
 		if w.ready() {
-			c.mu.Unlock()
 			return
 		}
 		if c.leader || c.stopped.Load() {
@@ -88,16 +90,14 @@ func (c *Comm) wait(w waitCond) {
 			c.blocked.Add(1)
 			c.cond.Wait()
 			c.blocked.Add(-1)
-			ok := w.ready()
-			c.mu.Unlock()
-			if ok {
+			if w.ready() {
 				return
 			}
+			c.mu.Unlock()
 			continue
 		}
 		if c.sleepLocal(true) && w.ready() {
 			c.sleepLocal(false)
-			c.mu.Unlock()
 			return
 		}
 		c.leader = true
@@ -125,10 +125,10 @@ func (c *Comm) wait(w waitCond) {
 			c.changed = false
 			c.cond.Broadcast()
 		}
-		c.mu.Unlock()
 		if ok {
 			return
 		}
+		c.mu.Unlock()
 	}
 }
 
@@ -185,9 +185,14 @@ func (s *spinWindow) more(now int64, received uint64) bool {
 // over by itself once no call has waited for its grace, so a program that
 // calls often never pays for a goroutine wake-up.
 func (c *Comm) donePolling() {
-	c.lastPoll.Store(c.nanos())
-	c.pollers.Add(-1)
+	c.polls.Add(1<<32 - 1) // one more ended, one fewer polling
 }
+
+// startPolling marks a call polling: the progress goroutine steps aside.
+func (c *Comm) startPolling() { c.polls.Add(1) }
+
+// polling reports calls polling.
+func (c *Comm) polling() bool { return uint32(c.polls.Load()) > 0 }
 
 // progressLocked takes the completions waiting (which makes the provider
 // progress) and handles them. c.mu is held.
@@ -266,6 +271,7 @@ func (c *Comm) background() {
 	defer close(c.bgDone)
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	ends := c.polls.Load() >> 32
 	for {
 		if c.stopped.Load() {
 			return
@@ -273,7 +279,11 @@ func (c *Comm) background() {
 		// Marked before the look at the callers, which mark themselves
 		// before they look at this: one of the two sees the other.
 		c.bgWaiting.Store(true)
-		if grace := c.cfg.grace(); c.pollers.Load() > 0 || c.nanos()-c.lastPoll.Load() < int64(grace) {
+		// A call polling, or one that stopped since the last look (a
+		// grace ago, or a wait on the fabric ago): step aside for a
+		// grace.
+		if grace, n := c.cfg.grace(), c.polls.Load(); uint32(n) > 0 || n>>32 != ends {
+			ends = n >> 32
 			c.bgWaiting.Store(false)
 			t.Reset(grace)
 			select {
@@ -290,7 +300,7 @@ func (c *Comm) background() {
 		c.bgCtx.Reset(time.Now().Add(bound))
 		comp, err := c.fab.wait(&c.bgCtx, true)
 		c.bgWaiting.Store(false)
-		if err == nil && comp.connReq && c.pollers.Load() > 0 {
+		if err == nil && comp.connReq && c.polling() {
 			c.bgYields.Add(1)
 		}
 		c.sleepLocal(false)

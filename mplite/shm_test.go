@@ -64,6 +64,80 @@ func TestSharedMemoryPingPong(t *testing.T) {
 	}
 }
 
+// TestSharedMemoryMatchingOrder checks that a blocking Recv from a rank of
+// the host, which takes its message straight from the ring when nothing is
+// queued, never overtakes what was queued: a receive posted before it, an
+// unexpected message with its tag, a message too long for it.
+func TestSharedMemoryMatchingOrder(t *testing.T) {
+	noErrors(t, runWorld(t, 2, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(2)}, func(c *mplite.Comm) error {
+		if c.Rank() == 0 {
+			for _, m := range []struct {
+				tag  int
+				data string
+			}{{1, "x"}, {2, "y"}, {9, "go?"}} {
+				if err := c.Send([]byte(m.data), 1, m.tag); err != nil {
+					return err
+				}
+			}
+			if _, err := c.Recv(make([]byte, 8), 1, 9); err != nil { // the Irecv is posted
+				return err
+			}
+			for _, m := range []struct {
+				tag  int
+				data string
+			}{{1, "z"}, {7, "first"}, {7, "second"}, {3, "much too long"}, {4, "any"}} {
+				if err := c.Send([]byte(m.data), 1, m.tag); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		recv := func(tag, size int, want string, wantTag int) error {
+			b := make([]byte, size)
+			st, err := c.Recv(b, 0, tag)
+			if err != nil {
+				return fmt.Errorf("receive tag %d: %w", tag, err)
+			}
+			if got := string(b[:st.Count]); got != want || st.Tag != wantTag || st.Source != 0 {
+				return fmt.Errorf("receive tag %d: %q (tag %d, source %d), want %q (tag %d)", tag, got, st.Tag, st.Source, want, wantTag)
+			}
+			return nil
+		}
+		if err := recv(2, 8, "y", 2); err != nil { // x becomes unexpected
+			return err
+		}
+		if err := recv(9, 8, "go?", 9); err != nil {
+			return err
+		}
+		early := make([]byte, 8)
+		r, err := c.Irecv(early, 0, 7)
+		if err != nil {
+			return err
+		}
+		if err := c.Send(nil, 0, 9); err != nil {
+			return err
+		}
+		if err := recv(1, 8, "x", 1); err != nil { // the unexpected x, not z from the ring
+			return err
+		}
+		if err := recv(1, 8, "z", 1); err != nil {
+			return err
+		}
+		if err := recv(7, 8, "second", 7); err != nil { // "first" is the Irecv's
+			return err
+		}
+		st, err := r.Wait()
+		if err != nil || string(early[:st.Count]) != "first" {
+			return fmt.Errorf("the receive posted first got %q, %v", early[:st.Count], err)
+		}
+		var te *mplite.TruncateError
+		if _, err := c.Recv(make([]byte, 4), 0, 3); !errors.As(err, &te) || te.Length != len("much too long") {
+			return fmt.Errorf("a long message into a short buffer: %v", err)
+		}
+		return recv(mplite.AnyTag, 8, "any", 4)
+	}))
+}
+
 // TestSharedMemoryOff: WithSharedMemory(false) sends between ranks of one
 // host through the NIC.
 func TestSharedMemoryOff(t *testing.T) {

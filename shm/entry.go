@@ -28,6 +28,16 @@ const flagImmediate = 1
 // has consumed the entry: the sender waits for the entry's completion.
 const flagNotify = 2
 
+// flagInline marks a Send whose data sits in the entry header, from
+// offInline, instead of the slot's data part (Outbox.ReserveInline).
+const flagInline = 4
+
+// InlineData is the longest Send whose bytes travel inside the entry
+// header: the header fields a Send does not use, offsets 8 to 55.
+const InlineData = 48
+
+const offInline = 8
+
 // maxRemote bounds the length of a WriteRemote.
 const maxRemote = 1 << 40
 
@@ -35,7 +45,7 @@ const maxRemote = 1 << 40
 //
 //	0  4 length: data bytes (Send, Write) or bytes to read (WriteRemote)
 //	4  1 kind
-//	5  1 flags (flagImmediate, flagNotify)
+//	5  1 flags (flagImmediate, flagNotify, flagInline)
 //	6  2 zero
 //	8  4 immediate data
 //	12 4 rkey
@@ -43,6 +53,8 @@ const maxRemote = 1 << 40
 //	24 8 source address (WriteRemote)
 //	32 8 the length's upper bits (WriteRemote)
 //	40 8 total: the bytes of the whole write an entry is part of
+//	     (an inline Send, flag 4, has its data at 8 instead of the
+//	     fields from 8 to 55)
 //	56 8 sequence: the entry's number in its ring plus one, stored last
 //	     (atomically): the slot holds an entry when it equals the
 //	     receiver's head plus one
@@ -93,6 +105,14 @@ func (e *Entry) put(slot []byte) {
 	binary.NativeEndian.PutUint64(h[40:], e.Total)
 }
 
+// putInline writes the header of an inline Send of n bytes into slot, all
+// but the sequence number (and the data, already there).
+func putInline(slot []byte, n int) {
+	h := slot[:offInline:offInline]
+	binary.NativeEndian.PutUint32(h[0:], uint32(n))
+	h[4], h[5], h[6], h[7] = byte(Send), flagInline, 0, 0
+}
+
 // parseEntry reads the entry in slot, whose data part holds at most
 // slotData bytes. It reads each field of shared memory once and checks
 // the copy, so a sender that rewrites the slot meanwhile cannot make it
@@ -102,14 +122,17 @@ func parseEntry(slot []byte, slotData int, e *Entry) error {
 		return fmt.Errorf("%w: slot of %d bytes", ErrCorrupt, len(slot))
 	}
 	h := slot[:EntryHeaderSize:EntryHeaderSize]
+	flags := h[5]
+	if flags&^(flagImmediate|flagNotify|flagInline) != 0 || h[6] != 0 || h[7] != 0 {
+		return fmt.Errorf("%w: flags %#x %#x %#x", ErrCorrupt, flags, h[6], h[7])
+	}
+	if flags&flagInline != 0 {
+		return parseInline(h, flags, e)
+	}
 	n := uint64(binary.NativeEndian.Uint32(h[0:])) | binary.NativeEndian.Uint64(h[32:])<<32
 	*e = Entry{Kind: Kind(h[4]), ImmData: binary.NativeEndian.Uint32(h[8:]),
 		RKey: binary.NativeEndian.Uint32(h[12:]), Offset: binary.NativeEndian.Uint64(h[16:]),
 		Total: binary.NativeEndian.Uint64(h[40:])}
-	flags := h[5]
-	if flags&^(flagImmediate|flagNotify) != 0 || h[6] != 0 || h[7] != 0 {
-		return fmt.Errorf("%w: flags %#x %#x %#x", ErrCorrupt, flags, h[6], h[7])
-	}
 	e.Immediate = flags&flagImmediate != 0
 	e.Notify = flags&flagNotify != 0
 	if e.Kind != Send && e.Total > maxRemote {
@@ -131,5 +154,16 @@ func parseEntry(slot []byte, slotData int, e *Entry) error {
 	default:
 		return fmt.Errorf("%w: kind %d", ErrCorrupt, e.Kind)
 	}
+	return nil
+}
+
+// parseInline reads an inline Send from entry header h: only a plain
+// Send may be inline, of at most InlineData bytes.
+func parseInline(h []byte, flags byte, e *Entry) error {
+	n := binary.NativeEndian.Uint32(h[0:])
+	if Kind(h[4]) != Send || flags != flagInline || n > InlineData {
+		return fmt.Errorf("%w: inline entry of kind %d, flags %#x, %d bytes", ErrCorrupt, h[4], flags, n)
+	}
+	*e = Entry{Kind: Send, Length: int(n), Data: h[offInline : offInline+int(n) : offInline+int(n)]}
 	return nil
 }

@@ -109,20 +109,39 @@ func (o *Outbox) Reads() bool { return o.reads }
 // Reserve returns the data part of the next free slot, or false when the
 // ring is full.
 func (o *Outbox) Reserve() ([]byte, bool) {
-	if o.tail-o.head >= uint64(o.cfg.Slots) {
-		o.head = load64(o.hdr, offHead)
-		if o.tail-o.head >= uint64(o.cfg.Slots) {
-			// Ask the receiver to say when it consumes, then look
-			// again: either it sees the request or we see its head.
-			store32(o.hdr, offWantRoom, 1)
-			o.head = load64(o.hdr, offHead)
-			if o.tail-o.head >= uint64(o.cfg.Slots) {
-				return nil, false
-			}
-		}
+	if !o.room() {
+		return nil, false
 	}
 	s := o.slot()
 	return s[EntryHeaderSize : EntryHeaderSize+o.cfg.SlotData : EntryHeaderSize+o.cfg.SlotData], true
+}
+
+// ReserveInline returns n bytes inside the next free slot's entry header,
+// for a Send of at most InlineData bytes that CommitInline publishes: the
+// receiver then reads one cache line for the whole message. It reports
+// false when n is too long or the ring is full.
+func (o *Outbox) ReserveInline(n int) ([]byte, bool) {
+	if n < 0 || n > InlineData || !o.room() {
+		return nil, false
+	}
+	s := o.slot()
+	return s[offInline : offInline+n : offInline+n], true
+}
+
+// room reports whether the next slot is free.
+func (o *Outbox) room() bool {
+	if o.tail-o.head < uint64(o.cfg.Slots) {
+		return true
+	}
+	o.head = load64(o.hdr, offHead)
+	if o.tail-o.head < uint64(o.cfg.Slots) {
+		return true
+	}
+	// Ask the receiver to say when it consumes, then look again: either
+	// it sees the request or we see its head.
+	store32(o.hdr, offWantRoom, 1)
+	o.head = load64(o.hdr, offHead)
+	return o.tail-o.head < uint64(o.cfg.Slots)
 }
 
 func (o *Outbox) slot() []byte {
@@ -138,6 +157,20 @@ func (o *Outbox) slot() []byte {
 func (o *Outbox) Commit(e *Entry) uint64 {
 	s := o.slot()
 	e.put(s)
+	return o.publish(s)
+}
+
+// CommitInline publishes the Send of n bytes written into the slot
+// ReserveInline returned, as Commit does.
+func (o *Outbox) CommitInline(n int) uint64 {
+	s := o.slot()
+	putInline(s, n)
+	return o.publish(s)
+}
+
+// publish stores slot s's sequence number, which hands the entry to the
+// receiver, and wakes the receiver if it sleeps.
+func (o *Outbox) publish(s []byte) uint64 {
 	seq := o.tail
 	o.tail++
 	// The sequence number last: the receiver that sees it sees the rest.

@@ -217,8 +217,54 @@ func TestBadConfigAndFiles(t *testing.T) {
 	}
 }
 
+// TestInlineSends mixes inline Sends with ones in the data part, in a ring
+// whose slots are reused, and checks each arrives whole: an inline entry
+// must not be read from the data part a longer entry left in its slot.
+func TestInlineSends(t *testing.T) {
+	in := newInbox(t, Config{Rings: 1, Slots: 2, SlotData: 100})
+	o := attach(t, in, 3)
+	r := ringOwnedBy(t, in, 3)
+	if _, ok := o.ReserveInline(InlineData + 1); ok {
+		t.Fatalf("reserved %d inline bytes; at most %d fit", InlineData+1, InlineData)
+	}
+	for i, n := range []int{InlineData, 0, 70, 1, 100, InlineData - 1} {
+		want := bytes.Repeat([]byte{byte(i + 1)}, n)
+		if n > InlineData {
+			b, _ := o.Reserve()
+			o.Commit(&Entry{Kind: Send, Length: copy(b, want)})
+		} else {
+			b, ok := o.ReserveInline(n)
+			if !ok || len(b) != n {
+				t.Fatalf("send %d: reserve inline %d: %d bytes, %v", i, n, len(b), ok)
+			}
+			copy(b, want)
+			o.CommitInline(n)
+		}
+		e, ok, err := r.Peek()
+		if err != nil || !ok {
+			t.Fatalf("send %d: peek: %v %v", i, ok, err)
+		}
+		if e.Kind != Send || e.Length != n || !bytes.Equal(e.Data, want) || e.Immediate || e.ImmData != 0 {
+			t.Fatalf("send %d of %d bytes: got %+v", i, n, e)
+		}
+		r.Release()
+	}
+	// A full ring refuses inline reservations too.
+	for range 2 {
+		if _, ok := o.ReserveInline(1); !ok {
+			t.Fatal("ring full too soon")
+		}
+		o.CommitInline(1)
+	}
+	if _, ok := o.ReserveInline(1); ok {
+		t.Fatal("reserved an inline slot in a full ring")
+	}
+}
+
 func FuzzParseEntry(f *testing.F) {
 	slot := make([]byte, EntryHeaderSize+32)
+	putInline(slot, 5)
+	f.Add(append([]byte(nil), slot...))
 	(&Entry{Kind: Send, Immediate: true, Length: 5}).put(slot)
 	f.Add(append([]byte(nil), slot...))
 	(&Entry{Kind: WriteRemote, Length: 1 << 20, Source: 0x1000}).put(slot)
@@ -231,7 +277,7 @@ func FuzzParseEntry(f *testing.F) {
 			return
 		}
 		if e.Kind == Send || e.Kind == Write {
-			if e.Length != len(e.Data) || e.Length > 32 {
+			if e.Length != len(e.Data) || e.Length > max(32, InlineData) {
 				t.Fatalf("length %d, data %d", e.Length, len(e.Data))
 			}
 		}
