@@ -1,8 +1,9 @@
 #!/bin/sh
 # samehost.sh: two ranks of one host, against Open MPI's shared memory. Each
 # round runs NetPIPE's 1-byte latency and its 4 MiB bandwidth for:
-#   ours    netpipe -local -same-host -module mplite: both ends in one namespace,
-#           sharing its NIC as endpoints 0 and 1 (AF_PACKET, shared mode)
+#   ours    netpipe -local -same-host -procs -module mplite: both ends in one
+#           namespace, sharing its NIC as endpoints 0 and 1 (AF_PACKET, shared
+#           mode), each a process of its own bound to a CPU, as vader's are
 #   vader   Open MPI's NPopenmpi, two ranks in this namespace over its
 #           shared-memory BTL (vader)
 # and prints every sample, then the medians and the ratios. Needs root, an
@@ -16,7 +17,7 @@ go build -o "$work/" ./cmd/netpipe
 for r in $(seq "$rounds"); do
 	for kind in lat bw; do
 		eval "sz=\$sizes_$kind"
-		run ours "$kind" "$work/netpipe" -local -same-host -module mplite -full $sz -o "$work/np.out" -progress off
+		run ours "$kind" "$work/netpipe" -local -same-host -procs -module mplite -full $sz -o "$work/np.out" -progress off
 		run vader "$kind" mpirun.openmpi --allow-run-as-root -np 2 --bind-to core --mca pml ob1 --mca btl vader,self \
 			NPopenmpi $sz -o "$work/np.out"
 	done

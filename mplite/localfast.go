@@ -116,6 +116,9 @@ func (c *Comm) recvLocalNow(p *peer, buf []byte, tag int, ctx uint16, st *Status
 // else arrived first, another goroutine posted a receive, or the spin
 // time passed. c.mu is held on entry and on return.
 func (c *Comm) recvLocal(p *peer, buf []byte, tag int, ctx uint16, st *Status) bool {
+	if len(buf) > c.cfg.eagerLimit {
+		return false // posted at once, it offers its buffer (offerRecv)
+	}
 	switch c.recvLocalNow(p, buf, tag, ctx, st) {
 	case localTaken:
 		// Counted as a wait that ended, so that the progress goroutine

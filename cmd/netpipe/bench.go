@@ -42,11 +42,18 @@ const defaultModule = "mplite"
 
 // options are the parsed flags.
 type options struct {
-	auth               bool        // frames carry tags under secret (package nic/auth)
-	secretHex          string      // -secret, or MPLITE_SECRET
-	secret             auth.Secret // the job's: -secret's, or drawn for the run
-	local, mem         bool
-	sameHost           bool
+	auth       bool        // frames carry tags under secret (package nic/auth)
+	secretHex  string      // -secret, or MPLITE_SECRET
+	secret     auth.Secret // the job's: -secret's, or drawn for the run
+	local, mem bool
+	sameHost   bool
+	procs      bool // -same-host: the receiver in a process of its own
+	// endpointNum and peerEndpoint: two-machine mode's endpoints on a NIC
+	// that other processes share (either set: the device is opened
+	// shared).
+	endpointNum, peerEndpoint uint
+	// childArgs: the flags a -procs receiver is started with, as given.
+	childArgs          []string
 	module, driver     string
 	links              int
 	pin                bool
@@ -95,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	fs.BoolVar(&o.local, "local", false, "build a private two-host testbed and run both ends (the default as root)")
 	fs.BoolVar(&o.sameHost, "same-host", false, "-local, -module mplite: run both ends on one host, sharing its NIC (two endpoints, as two ranks of one node)")
+	fs.BoolVar(&o.procs, "procs", false, "-same-host: run the receiver in a process of its own, as the ranks of a node are (default: both ends in this process)")
+	fs.UintVar(&o.endpointNum, "endpoint", 0, "two-machine mode: this end's endpoint on an interface that other processes share (as ranks of one node)")
+	fs.UintVar(&o.peerEndpoint, "peer-endpoint", 0, "two-machine mode: the other end's endpoint")
 	fs.BoolVar(&o.mem, "mem", false, "run both ends in process over memnic (the default without root)")
 	fs.StringVar(&o.module, "module", defaultModule, "what to measure: raw|vi|rdma|mplite|tcp")
 	fs.StringVar(&o.driver, "driver", "afpacket", "frame driver: afpacket|afxdp (-local and -iface)")
@@ -144,7 +154,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected argument %q (subcommands: plot)", fs.Arg(0))
 	}
 	o.set = make(map[string]bool)
-	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		o.set[f.Name] = true
+		if childFlags[f.Name] {
+			o.childArgs = append(o.childArgs, "-"+f.Name+"="+f.Value.String())
+		}
+	})
 	if o.full && !o.set["runtime"] {
 		o.runtime = netpipe.RunTime
 	}
@@ -238,8 +253,8 @@ func (o *options) validate() error {
 		if o.rate != "" || o.drop != 0 || o.corrupt != 0 || o.set["mtu"] {
 			return errors.New("-rate, -drop, -corrupt and -mtu shape the testbeds; with -iface set them on the real links")
 		}
-		if o.receiver && o.peer != "" {
-			return errors.New("-peer is for the transmitter; the receiver learns it")
+		if o.endpointNum > 0xfffe || o.peerEndpoint > 0xfffe {
+			return errors.New("-endpoint and -peer-endpoint: 0 to 65534")
 		}
 		if o.peer != "" {
 			for _, s := range strings.Split(o.peer, ",") {
@@ -259,8 +274,11 @@ func (o *options) validate() error {
 		}
 		return nil
 	}
-	if o.receiver || o.peer != "" {
-		return errors.New("-r and -peer are for two-machine mode (-iface)")
+	if o.receiver || o.peer != "" || o.set["endpoint"] || o.set["peer-endpoint"] {
+		return errors.New("-r, -peer, -endpoint and -peer-endpoint are for two-machine mode (-iface)")
+	}
+	if o.procs && !o.sameHost {
+		return errors.New("-procs is for -same-host")
 	}
 	if !o.local && !o.mem {
 		if o.isRoot {
@@ -284,6 +302,11 @@ func (o *options) validate() error {
 	}
 	return nil
 }
+
+// childFlags are the flags a -procs receiver gets as they were given: the
+// ones that shape how an end waits and checks (the transmitter tells the
+// receiver the sizes and repeat counts).
+var childFlags = map[string]bool{"spin": true, "timeout": true, "I": true, "ethertype": true, "auth": true}
 
 // summary is the -json line.
 type summary struct {

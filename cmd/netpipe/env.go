@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -8,7 +9,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/ethervia/ethervia/bpf"
 	"github.com/ethervia/ethervia/cmd/netpipe/internal/netpipe"
@@ -115,7 +119,8 @@ func openDevice(o *options, iface string, ep uint16) (nic.Device, error) {
 	cfg := nic.Config{EtherType: uint16(o.ethertype), JobKey: uint32(o.job), Endpoint: ep}
 	switch o.driver {
 	case "afpacket":
-		return afpacket.Open(afpacket.Config{Config: cfg, Iface: iface, Shared: o.sameHost})
+		shared := o.sameHost || o.set["endpoint"] || o.set["peer-endpoint"]
+		return afpacket.Open(afpacket.Config{Config: cfg, Iface: iface, Shared: shared})
 	case "afxdp":
 		return afxdp.Open(afxdp.Config{Config: cfg, Iface: iface})
 	}
@@ -185,6 +190,9 @@ func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment
 	}
 	if mod.Frames() {
 		for i, h := range hosts {
+			if o.procs && i == 1 {
+				break // the receiver process opens its own
+			}
 			err := h.Do(func() error {
 				for _, iface := range h.Ifaces {
 					d, err := openDevice(o, iface, eps[i].Endpoint)
@@ -223,8 +231,65 @@ func localEnv(ctx context.Context, o *options, mod netpipe.Module) (*environment
 			goIn = pinned(h.Go, i)
 		}
 		env.ends = append(env.ends, end{ep: eps[i], goIn: goIn})
+		if o.procs {
+			if err := startReceiver(o, env, h); err != nil {
+				env.close()
+				return nil, err
+			}
+			env.describe += ", the receiver in a process of its own"
+			break
+		}
 	}
 	return env, nil
+}
+
+// receiverEnv marks a -procs receiver's environment: a test binary started
+// as one (os.Executable is the test then) runs netpipe instead of its tests.
+const receiverEnv = "NETPIPE_PROCS_RECEIVER"
+
+// startReceiver runs the receiver end (-procs) as this program in two-machine
+// mode in host h's namespace, as endpoint 1 of h's NICs, bound to the second
+// CPU as the in-process end would be. The environment's closers wait for it.
+func startReceiver(o *options, env *environment, h *testbed.Host) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("-procs: %w", err)
+	}
+	macs := make([]string, len(h.MACs))
+	for i, m := range h.MACs {
+		macs[i] = m.String()
+	}
+	args := []string{"-iface", strings.Join(h.Ifaces, ","), "-r", "-module", o.module, "-driver", o.driver,
+		"-endpoint", "1", "-peer-endpoint", "0", "-peer", strings.Join(macs, ","), "-job", strconv.FormatUint(uint64(o.job), 10),
+		"-o", "", "-progress", "off"}
+	cmd := exec.Command(exe, append(args, o.childArgs...)...)
+	// The secret not on the command line, where ps shows it.
+	cmd.Env = append(os.Environ(), "MPLITE_SECRET="+o.secret.Hex(), receiverEnv+"=1")
+	var errOut bytes.Buffer // read once it has exited
+	cmd.Stderr = &errOut
+	cpu, err := cpuOf(1)
+	if err != nil {
+		return fmt.Errorf("-procs: %w", err)
+	}
+	if err := h.StartOnCPU(cmd, cpu); err != nil {
+		return fmt.Errorf("-procs: start the receiver: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	env.closers = append(env.closers, func() error {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("the receiver process: %w: %s", err, bytes.TrimSpace(errOut.Bytes()))
+			}
+			return nil
+		case <-time.After(2 * o.timeout):
+			_ = cmd.Process.Kill()
+			<-done
+			return errors.New("the receiver process did not end; killed")
+		}
+	})
+	return nil
 }
 
 // twoMachineEnv runs one end on real interfaces in this namespace.
@@ -239,8 +304,9 @@ func twoMachineEnv(o *options, mod netpipe.Module) (*environment, error) {
 		if !o.set["job"] {
 			env.notes = append(env.notes, "two-machine mode: job key 0; give both ends the same -job to share a LAN with other jobs")
 		}
+		ep.Endpoint, ep.PeerEndpoint = uint16(o.endpointNum), uint16(o.peerEndpoint)
 		for _, iface := range o.ifaces {
-			d, err := openDevice(o, iface, 0)
+			d, err := openDevice(o, iface, ep.Endpoint)
 			if err != nil {
 				env.close()
 				return nil, err
@@ -292,9 +358,24 @@ func pinned(goIn func(func() error) <-chan error, i int) func(func() error) <-ch
 // pinThread binds the calling (locked) thread to the i-th CPU of the
 // process's affinity mask. With a single CPU it does nothing.
 func pinThread(i int) error {
+	cpu, err := cpuOf(i)
+	if err != nil || cpu < 0 {
+		return err
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("pin end %d to CPU %d: %w", i, cpu, err)
+	}
+	return nil
+}
+
+// cpuOf is the i-th CPU (modulo their number) of the process's affinity
+// mask, or -1 when it has a single one.
+func cpuOf(i int) (int, error) {
 	var all unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		return fmt.Errorf("pin end %d: %w", i, err)
+		return 0, fmt.Errorf("pin end %d: %w", i, err)
 	}
 	var cpus []int
 	for c := range 1024 {
@@ -303,14 +384,9 @@ func pinThread(i int) error {
 		}
 	}
 	if len(cpus) < 2 {
-		return nil
+		return -1, nil
 	}
-	var one unix.CPUSet
-	one.Set(cpus[i%len(cpus)])
-	if err := unix.SchedSetaffinity(0, &one); err != nil {
-		return fmt.Errorf("pin end %d to CPU %d: %w", i, cpus[i%len(cpus)], err)
-	}
-	return nil
+	return cpus[i%len(cpus)], nil
 }
 
 // setSecret fixes the job secret: -secret's, MPLITE_SECRET's, or, where

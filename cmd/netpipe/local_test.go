@@ -60,6 +60,8 @@ func TestLocalRunsEndToEnd(t *testing.T) {
 		{"-module", "raw", "-driver", "afpacket", "-I", "-mtu", "9000"},
 		// Two ranks of one node sharing its NIC, data checked.
 		{"-module", "mplite", "-same-host", "-I"},
+		// The same as two processes.
+		{"-module", "mplite", "-same-host", "-procs", "-I"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c, ""), func(t *testing.T) {

@@ -21,6 +21,16 @@ import (
 )
 
 // runCmd runs the command in process.
+// TestMain lets this test binary serve as the receiver process that a
+// -procs run starts (os.Executable names the test binary then).
+func TestMain(m *testing.M) {
+	if os.Getenv(receiverEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	var o, e bytes.Buffer
@@ -279,6 +289,8 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"-mem", "-same-host"},
 		{"-local", "-same-host", "-module", "vi"},
 		{"-local", "-same-host", "-driver", "afxdp"},
+		{"-local", "-procs"},
+		{"-local", "-endpoint", "1"},
 		{"stray"},
 	} {
 		if _, _, err := runCmd(t, append(args, "-o", "")...); err == nil {
