@@ -138,6 +138,41 @@ func TestSharedMemoryMatchingOrder(t *testing.T) {
 	}))
 }
 
+// TestSharedMemoryOverflowOrder sends more eager messages to a rank of the
+// host than its ring holds before it receives any: the sends that find the
+// ring full queue on the descriptor path, and the ones after them must not
+// pass them by the direct path. The receiver takes them by tag, out of
+// order, then in order.
+func TestSharedMemoryOverflowOrder(t *testing.T) {
+	const n = 40
+	noErrors(t, runWorld(t, 2, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(2)}, func(c *mplite.Comm) error {
+		if c.Rank() == 0 {
+			for i := range n {
+				if err := c.Send(pattern(1+i%50, i), 1, i%3); err != nil {
+					return err
+				}
+			}
+			return c.Send(nil, 1, 9)
+		}
+		if _, err := c.Recv(nil, 0, 9); err != nil { // everything is queued by now
+			return err
+		}
+		for _, tag := range []int{2, 0, 1} {
+			for i := tag; i < n; i += 3 {
+				b := make([]byte, 64)
+				st, err := c.Recv(b, 0, tag)
+				if err != nil {
+					return err
+				}
+				if want := pattern(1+i%50, i); !bytes.Equal(b[:st.Count], want) {
+					return fmt.Errorf("tag %d, message %d: got %d bytes %x, want %x", tag, i, st.Count, b[:st.Count], want)
+				}
+			}
+		}
+		return nil
+	}))
+}
+
 // TestSharedMemoryOff: WithSharedMemory(false) sends between ranks of one
 // host through the NIC.
 func TestSharedMemoryOff(t *testing.T) {
