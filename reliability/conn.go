@@ -488,6 +488,12 @@ func (c *Conn) WaitCredit(now Time) {
 // start messages numbered below limit. It is the next message number to
 // complete plus the receive descriptors posted beyond it.
 func (c *Conn) SetRecvLimit(now Time, limit uint32) {
+	c.SetRecvLimitClock(func() Time { return now }, limit)
+}
+
+// SetRecvLimitClock is SetRecvLimit for a caller whose clock is costly to
+// read: now is called only when the acknowledgement timer must be armed.
+func (c *Conn) SetRecvLimitClock(now func() Time, limit uint32) {
 	if limit == c.limit {
 		return
 	}
@@ -495,7 +501,7 @@ func (c *Conn) SetRecvLimit(now Time, limit uint32) {
 	if seq.Diff(c.advertised, c.peerMsn) <= 1 {
 		c.ackNow = true // the peer may be waiting for this credit
 	} else if c.ackAt == 0 {
-		c.ackAt = now.Add(c.cfg.AckDelay)
+		c.ackAt = now().Add(c.cfg.AckDelay)
 	}
 }
 

@@ -347,10 +347,11 @@ func (v *VI) PostRecv(d *descriptors.Descriptor) error {
 		return nil
 	}
 	if v.conn != nil {
-		now := p.now()
-		v.updateLimit(now)
+		// The clock only if the limit's acknowledgement must be timed
+		// or something must go out: a receive is posted per message.
+		v.conn.SetRecvLimitClock(p.now, v.recvMsn+uint32(v.rq.Back()-v.rqNext))
 		if v.conn.Pending() {
-			p.service(v, now)
+			p.service(v, p.now())
 			p.sendTx()
 		}
 	}
