@@ -112,24 +112,23 @@ func (c *Comm) recvLocalNow(p *peer, buf []byte, tag int, ctx uint16, st *Status
 // recvLocal is Recv from local peer p by the short way: it looks at p's
 // ring, and while it is empty spins on it for the spin time, polling the
 // NIC now and then for the protocol's timers and other peers. It reports
-// false, with nothing received, when the general path must run: something
-// else arrived first, another goroutine posted a receive, or the spin
-// time passed. c.mu is held on entry and on return.
-func (c *Comm) recvLocal(p *peer, buf []byte, tag int, ctx uint16, st *Status) bool {
+// localTaken, or localGeneral with nothing received when the general path
+// must run (something else arrived first, another goroutine posted a
+// receive), or localEmpty when the spin time passed: the general path then
+// blocks without spinning again. c.mu is held on entry and on return.
+func (c *Comm) recvLocal(p *peer, buf []byte, tag int, ctx uint16, st *Status) localRecv {
 	if len(buf) > c.cfg.eagerLimit {
-		return false // posted at once, it offers its buffer (offerRecv)
+		return localGeneral // posted at once, it offers its buffer (offerRecv)
 	}
-	switch c.recvLocalNow(p, buf, tag, ctx, st) {
-	case localTaken:
+	switch r := c.recvLocalNow(p, buf, tag, ctx, st); {
+	case r == localTaken:
 		// Counted as a wait that ended, so that the progress goroutine
 		// stays out of the fabric while calls come.
 		c.polls.Add(1 << 32)
-		return true
-	case localGeneral:
-		return false
-	}
-	if c.cfg.osYield || c.cfg.spin <= 0 {
-		return false // ranks share CPUs: the general path yields and sleeps
+		return r
+	case r == localGeneral || c.cfg.osYield || c.cfg.spin <= 0:
+		// With ranks sharing CPUs the general path yields and sleeps.
+		return localGeneral
 	}
 	ring := p.v.(*shmLink).ring
 	c.startPolling()
@@ -146,11 +145,8 @@ func (c *Comm) recvLocal(p *peer, buf []byte, tag int, ctx uint16, st *Status) b
 			}
 		}
 		c.mu.Lock()
-		switch c.recvLocalNow(p, buf, tag, ctx, st) {
-		case localTaken:
-			return true
-		case localGeneral:
-			return false
+		if r := c.recvLocalNow(p, buf, tag, ctx, st); r != localEmpty {
+			return r
 		}
 		// Still empty after localNICSkips looks: the NIC's turn, and the
 		// clock's.
@@ -159,7 +155,7 @@ func (c *Comm) recvLocal(p *peer, buf []byte, tag int, ctx uint16, st *Status) b
 		if turn == 1 {
 			start = now
 		} else if now-start > int64(c.cfg.spin) {
-			return false
+			return localEmpty
 		}
 	}
 }

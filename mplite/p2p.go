@@ -254,14 +254,20 @@ func (c *Comm) Recv(buf []byte, src, tag int) (Status, error) {
 func (c *Comm) recv(buf []byte, src, tag int, ctx uint16) (Status, error) {
 	c.mu.Lock()
 	var st Status
-	if src >= 0 && src != c.rank && c.peers[src].local && c.recvLocal(c.peers[src], buf, tag, ctx, &st) {
-		c.mu.Unlock()
-		return st, nil
+	spin := c.cfg.spin
+	if src >= 0 && src != c.rank && c.peers[src].local {
+		switch c.recvLocal(c.peers[src], buf, tag, ctx, &st) {
+		case localTaken:
+			c.mu.Unlock()
+			return st, nil
+		case localEmpty:
+			spin = 0 // it spun its time
+		}
 	}
 	r := c.getReqLocked()
 	err := c.startRecvLocked(r, buf, src, tag, ctx)
 	if err == nil {
-		c.waitHeld(r)
+		c.waitSpin(r, spin)
 		st, err = r.st, r.err
 	}
 	c.putReqLocked(r)

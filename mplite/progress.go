@@ -24,7 +24,11 @@ func (c *Comm) wait(w waitCond) {
 
 // waitHeld is wait for a caller that holds c.mu, and returns with it held:
 // a call that reads its request's result next takes the lock once.
-func (c *Comm) waitHeld(w waitCond) {
+func (c *Comm) waitHeld(w waitCond) { c.waitSpin(w, c.cfg.spin) }
+
+// waitSpin is waitHeld polling for spin before it blocks (none: a caller
+// that has spun already).
+func (c *Comm) waitSpin(w waitCond, spin time.Duration) {
 	if w.ready() {
 		return
 	}
@@ -50,7 +54,6 @@ func (c *Comm) waitHeld(w waitCond) {
 	// goes back to sleep at once: spinning again on every wake-up let an
 	// idle waiter (a library's service goroutine, say) take the CPU from
 	// the call that is about to complete, on every message.
-	spin := c.cfg.spin
 	for {
 		if spin > 0 {
 			spin = 0

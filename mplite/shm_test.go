@@ -173,6 +173,32 @@ func TestSharedMemoryOverflowOrder(t *testing.T) {
 	}))
 }
 
+// TestSharedMemoryLateSender: a Recv from a rank of the host that spins out
+// its time on the ring blocks, and the message that comes later wakes it.
+func TestSharedMemoryLateSender(t *testing.T) {
+	noErrors(t, runWorld(t, 2, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(2), mplite.WithSpinTime(20 * time.Microsecond)},
+		func(c *mplite.Comm) error {
+			for round := range 3 {
+				if c.Rank() == 0 {
+					time.Sleep(30 * time.Millisecond)
+					if err := c.Send([]byte{byte(round)}, 1, round); err != nil {
+						return err
+					}
+					continue
+				}
+				b := make([]byte, 1)
+				st, err := c.Recv(b, 0, round) // runWorld's limit catches a receive never woken
+				if err != nil {
+					return err
+				}
+				if st.Count != 1 || b[0] != byte(round) {
+					return fmt.Errorf("round %d: %d bytes %v", round, st.Count, b)
+				}
+			}
+			return nil
+		}))
+}
+
 // TestSharedMemoryOff: WithSharedMemory(false) sends between ranks of one
 // host through the NIC.
 func TestSharedMemoryOff(t *testing.T) {
