@@ -126,7 +126,7 @@ func TestSyncFlag(t *testing.T) {
 
 func FuzzEnvelope(f *testing.F) {
 	add := func(e envelope, data int) {
-		b := make([]byte, envLen+data)
+		b := make([]byte, envelopeLen(e.typ)+data)
 		putEnvelope(b, &e)
 		f.Add(b, 12<<10)
 	}
@@ -160,7 +160,7 @@ func FuzzEnvelope(f *testing.F) {
 		}
 		switch e.typ {
 		case msgEager:
-			if len(msg) != envLen+e.length || e.length > eager {
+			if len(msg) != eagerLen+e.length || e.length > eager {
 				t.Fatalf("eager %+v in %d bytes", e, len(msg))
 			}
 		case msgRTS:
@@ -171,8 +171,10 @@ func FuzzEnvelope(f *testing.F) {
 		if e.sync && e.typ != msgRTS {
 			t.Fatalf("synchronous %+v", e)
 		}
-		b := make([]byte, envLen+e.nruns*runLen)
-		putEnvelope(b, &e)
+		b := make([]byte, envelopeLen(e.typ)+e.nruns*runLen)
+		if n := putEnvelope(b, &e); n != envelopeLen(e.typ) {
+			t.Fatalf("%+v: an envelope of %d bytes", e, n)
+		}
 		if e.nruns > 0 {
 			var runs []Run
 			total := 0

@@ -320,10 +320,10 @@ func (c *Comm) newShmLink(p *peer) *shmLink {
 // leaves to the descriptor path, reporting false.
 func (c *Comm) recvDirect(p *peer, msg []byte) bool {
 	var e envelope
-	if len(msg) < envLen || msg[0] != msgEager || parseEnvelope(msg, c.cfg.eagerLimit, &e) != nil {
+	if len(msg) == 0 || msg[0] != msgEager || parseEager(msg, c.cfg.eagerLimit, &e) != nil {
 		return false
 	}
-	return c.eagerToPosted(p, &e, msg[envLen:])
+	return c.eagerToPosted(p, &e, msg[eagerLen:])
 }
 
 // connectLocal starts p's connection: ready if we are attached to its
@@ -399,14 +399,14 @@ func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
 		return false
 	}
 	k := putMessage(b, e, r)
-	sl.out.Commit(&shm.Entry{Kind: shm.Send, Length: envLen + k})
+	sl.out.Commit(&shm.Entry{Kind: shm.Send, Length: k})
 	return true
 }
 
 // inlineLen is the length of the message putMessage writes for e and r if
 // it fits inside a ring entry's header (shm.InlineData), else -1.
 func inlineLen(e *envelope, r *Request) int {
-	n := envLen
+	n := envelopeLen(e.typ)
 	switch {
 	case e.sendRuns != nil:
 		return -1

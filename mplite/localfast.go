@@ -42,7 +42,7 @@ func (c *Comm) sendLocalNow(p *peer, buf []byte, tag int, ctx uint16) bool {
 		return false
 	}
 	e := envelope{typ: msgEager, ctx: ctx, tag: tag, length: len(buf)}
-	n := envLen + len(buf)
+	n := eagerLen + len(buf)
 	var b []byte
 	var ok bool
 	if n <= shm.InlineData {
@@ -55,7 +55,7 @@ func (c *Comm) sendLocalNow(p *peer, buf []byte, tag int, ctx uint16) bool {
 		return false
 	}
 	putEnvelope(b, &e)
-	copy(b[envLen:n], buf)
+	copy(b[eagerLen:n], buf)
 	if n <= shm.InlineData {
 		sl.out.CommitInline(n)
 	} else {
@@ -91,12 +91,12 @@ func (c *Comm) recvLocalNow(p *peer, buf []byte, tag int, ctx uint16, st *Status
 		return localEmpty
 	}
 	var e envelope
-	if m.Kind != shm.Send || len(m.Data) < envLen || m.Data[0] != msgEager ||
-		parseEnvelope(m.Data, c.cfg.eagerLimit, &e) != nil || e.ctx != ctx ||
+	if m.Kind != shm.Send || len(m.Data) == 0 || m.Data[0] != msgEager ||
+		parseEager(m.Data, c.cfg.eagerLimit, &e) != nil || e.ctx != ctx ||
 		tag != AnyTag && e.tag != tag || e.length > len(buf) {
 		return localGeneral
 	}
-	copy(buf, m.Data[envLen:])
+	copy(buf, m.Data[eagerLen:])
 	sl.ring.Release()
 	*st = Status{Source: p.rank, Tag: e.tag, Count: e.length}
 	c.stats.EagerReceived++

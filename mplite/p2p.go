@@ -785,7 +785,7 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 	}
 	switch e.typ {
 	case msgEager:
-		c.onEager(p, slot, &e, msg[envLen:])
+		c.onEager(p, slot, &e, msg[eagerLen:])
 	case msgRTS:
 		c.onRTS(p, slot, &e)
 	case msgCTS:

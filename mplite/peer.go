@@ -370,7 +370,7 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 	k := putMessage(b, e, r)
 	d := &p.sd[i]
 	d.Control = descriptors.Control{}
-	d.Segments[0].Buf = b[:envLen+k]
+	d.Segments[0].Buf = b[:k]
 	if err := p.v.PostSend(d); err != nil {
 		p.sfre = append(p.sfre, i)
 		c.peerFailed(p, c.viCause(p, err), true)
@@ -382,19 +382,19 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 
 // putMessage writes envelope e into b, then the data of eager send r if r
 // is not nil (its slice, or its layout gathered straight into b), and
-// returns the data's length.
+// returns the message's length, envelope included.
 func putMessage(b []byte, e *envelope, r *Request) int {
-	putEnvelope(b, e)
+	h := putEnvelope(b, e)
 	switch {
 	case e.sendRuns != nil:
-		return putRuns(b, e.sendRuns, e.length)
+		return h + putRuns(b, e.sendRuns, e.length)
 	case r == nil:
-		return 0
+		return h
 	case r.lay != nil && r.buf == nil:
-		r.lay.Gather(b[envLen : envLen+r.layLen])
-		return r.layLen
+		r.lay.Gather(b[h : h+r.layLen])
+		return h + r.layLen
 	default:
-		return copy(b[envLen:], r.buf)
+		return h + copy(b[h:], r.buf)
 	}
 }
 
