@@ -249,7 +249,8 @@ const receiverEnv = "NETPIPE_PROCS_RECEIVER"
 
 // startReceiver runs the receiver end (-procs) as this program in two-machine
 // mode in host h's namespace, as endpoint 1 of h's NICs, bound to the second
-// CPU as the in-process end would be. The environment's closers wait for it.
+// CPU as the in-process end would be (with -pin and more than one CPU). The
+// environment's closers wait for it.
 func startReceiver(o *options, env *environment, h *testbed.Host) error {
 	exe, err := os.Executable()
 	if err != nil {
@@ -271,7 +272,12 @@ func startReceiver(o *options, env *environment, h *testbed.Host) error {
 	if err != nil {
 		return fmt.Errorf("-procs: %w", err)
 	}
-	if err := h.StartOnCPU(cmd, cpu); err != nil {
+	if cpu < 0 || !o.pin {
+		err = h.Start(cmd)
+	} else {
+		err = h.StartOnCPU(cmd, cpu)
+	}
+	if err != nil {
 		return fmt.Errorf("-procs: start the receiver: %w", err)
 	}
 	done := make(chan error, 1)

@@ -60,8 +60,9 @@ func TestLocalRunsEndToEnd(t *testing.T) {
 		{"-module", "raw", "-driver", "afpacket", "-I", "-mtu", "9000"},
 		// Two ranks of one node sharing its NIC, data checked.
 		{"-module", "mplite", "-same-host", "-I"},
-		// The same as two processes.
+		// The same as two processes, bound to CPUs and not.
 		{"-module", "mplite", "-same-host", "-procs", "-I"},
+		{"-module", "mplite", "-same-host", "-procs", "-pin=false"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c, ""), func(t *testing.T) {
