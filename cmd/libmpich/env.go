@@ -82,6 +82,7 @@ func install(world *mplite.Comm) error {
 	lib.nextComm = commFirst
 	lib.reqs = reqTable{}
 	lib.state = stateInit
+	lib.worldEntry.Store(we)
 	lib.worldDone = false
 	return nil
 }
@@ -198,6 +199,7 @@ func stopRuntime() error {
 	err := world.Finalize()
 	lib.mu.Lock()
 	lib.state = stateFinal
+	lib.worldEntry.Store(nil)
 	lib.comms, lib.reqs = nil, reqTable{}
 	lib.mu.Unlock()
 	return errors.Join(errB, err)

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ethervia/ethervia/mplite"
@@ -113,30 +114,34 @@ var errText = map[int]string{
 // process-wide state by nature (MPI_COMM_WORLD is a constant), so this is the
 // one package-level variable; every field is guarded by mu.
 type library struct {
-	mu        sync.Mutex
-	state     int // 0 before MPI_Init, 1 initialized, 2 finalized
-	world     *mplite.Comm
-	comms     map[int32]*commEntry
-	nextComm  int32
-	reqs      reqTable
-	bsends    []*mplite.Request // buffered sends not yet complete
-	bufAddr   uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
-	bufSize   int
-	errhs     handles[*errhandler] // user error handlers
-	keyvals   handles[*keyval]     // user attribute keys
-	types     handles[*typeEntry]  // derived datatypes
-	groups    handles[[]int]       // groups: world ranks in group order
-	ops       handles[*userOp]     // user reduction operations
-	infos     handles[*info]       // MPI_Info objects
-	stages    [][]byte             // staging copies kept for reuse (tbuf)
-	layouts   []*cLayout           // layout views kept for reuse (tbuf)
-	messages  handles[*probed]     // messages taken by MPI_Mprobe
-	attrVals  unsafe.Pointer       // C memory for the predefined attributes' values
-	typeNames map[uint32]string    // MPI_Type_set_name
-	typeAttrs map[int32]*attrSet   // the predefined datatypes' attributes
-	userErrs  map[int]userErr      // MPI_Add_error_class and _code
-	lastErr   int                  // the largest added error class or code
-	classes   int                  // error classes added
+	mu    sync.Mutex
+	state int // 0 before MPI_Init, 1 initialized, 2 finalized
+	world *mplite.Comm
+	comms map[int32]*commEntry
+	// worldEntry is comms[commWorld] while MPI is initialized, nil
+	// otherwise: most calls name MPI_COMM_WORLD, and this finds it without
+	// the library's lock.
+	worldEntry atomic.Pointer[commEntry]
+	nextComm   int32
+	reqs       reqTable
+	bsends     []*mplite.Request // buffered sends not yet complete
+	bufAddr    uintptr           // MPI_Buffer_attach's buffer (C memory), for detach
+	bufSize    int
+	errhs      handles[*errhandler] // user error handlers
+	keyvals    handles[*keyval]     // user attribute keys
+	types      handles[*typeEntry]  // derived datatypes
+	groups     handles[[]int]       // groups: world ranks in group order
+	ops        handles[*userOp]     // user reduction operations
+	infos      handles[*info]       // MPI_Info objects
+	stages     [][]byte             // staging copies kept for reuse (tbuf)
+	layouts    []*cLayout           // layout views kept for reuse (tbuf)
+	messages   handles[*probed]     // messages taken by MPI_Mprobe
+	attrVals   unsafe.Pointer       // C memory for the predefined attributes' values
+	typeNames  map[uint32]string    // MPI_Type_set_name
+	typeAttrs  map[int32]*attrSet   // the predefined datatypes' attributes
+	userErrs   map[int]userErr      // MPI_Add_error_class and _code
+	lastErr    int                  // the largest added error class or code
+	classes    int                  // error classes added
 
 	worldCalled bool           // MPI_Init ran
 	worldDone   bool           // MPI_Finalize ran
@@ -155,6 +160,11 @@ const (
 
 // comm returns the entry of a communicator handle.
 func (l *library) comm(h C.MPI_Comm) (*commEntry, error) {
+	if h == commWorld {
+		if ce := l.worldEntry.Load(); ce != nil {
+			return ce, nil
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state != stateInit {
