@@ -379,22 +379,22 @@ func (c *Comm) pollLocal() {
 // slot, no descriptor, nothing to complete later. It reports false when
 // the message must take the descriptor path instead.
 func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
-	sl, ok := p.v.(*shmLink)
-	if !ok || sl.out == nil || sl.err != nil || sl.ph < len(sl.pend) {
+	sl := ringLink(p)
+	if sl == nil {
 		return false
 	}
-	if n := inlineLen(e, r); n >= 0 {
-		// Short: inside the entry header, one cache line for the
-		// receiver to read.
-		b, ok := sl.out.ReserveInline(n)
+	if n := messageLen(e, r); n >= 0 {
+		// A short one goes inside the entry header (shm.InlineData):
+		// one cache line for the receiver to read.
+		b, ok := sl.out.ReserveSend(n)
 		if !ok {
 			return false
 		}
 		putMessage(b, e, r)
-		sl.out.CommitInline(n)
+		sl.out.CommitSend(n)
 		return true
 	}
-	b, ok := sl.out.Reserve()
+	b, ok := sl.out.Reserve() // a CTS with runs: its length is known once written
 	if !ok {
 		return false
 	}
@@ -403,9 +403,20 @@ func (c *Comm) postDirect(p *peer, e *envelope, r *Request) bool {
 	return true
 }
 
-// inlineLen is the length of the message putMessage writes for e and r if
-// it fits inside a ring entry's header (shm.InlineData), else -1.
-func inlineLen(e *envelope, r *Request) int {
+// ringLink returns p's shared-memory link if a message may go straight
+// into its ring: attached, unbroken, and no send of the descriptor path
+// waiting for room, which the message must not overtake.
+func ringLink(p *peer) *shmLink {
+	sl, ok := p.v.(*shmLink)
+	if !ok || sl.out == nil || sl.err != nil || sl.ph < len(sl.pend) {
+		return nil
+	}
+	return sl
+}
+
+// messageLen is the length of the message putMessage writes for e and r,
+// or -1 for a CTS with runs (putRuns decides how many).
+func messageLen(e *envelope, r *Request) int {
 	n := envelopeLen(e.typ)
 	switch {
 	case e.sendRuns != nil:
@@ -415,9 +426,6 @@ func inlineLen(e *envelope, r *Request) int {
 		n += r.layLen
 	default:
 		n += len(r.buf)
-	}
-	if n > shm.InlineData {
-		return -1
 	}
 	return n
 }
@@ -466,15 +474,24 @@ func (c *Comm) takeLocal(p *peer) {
 			c.peerFailed(p, fmt.Errorf("shared memory: %w", err), true)
 			return
 		}
-		c.shmEP.taken.Add(uint64(n))
-		c.stats.SharedMemory += uint64(n)
-		if n > 0 && (sl.ring.RoomWanted() || sl.notify) && sl.out != nil {
-			sl.notify = false
-			sl.out.Wake()
-		}
+		c.consumedLocal(sl, n)
 		if !c.localDone(p, sl) {
 			return
 		}
+	}
+}
+
+// consumedLocal counts n entries taken from sl's ring and wakes the peer if
+// it waits for room or for an entry's consumption.
+func (c *Comm) consumedLocal(sl *shmLink, n int) {
+	if n == 0 {
+		return
+	}
+	c.shmEP.taken.Add(uint64(n))
+	c.stats.SharedMemory += uint64(n)
+	if (sl.ring.RoomWanted() || sl.notify) && sl.out != nil {
+		sl.notify = false
+		sl.out.Wake()
 	}
 }
 

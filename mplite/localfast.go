@@ -20,14 +20,10 @@ import (
 // to p: connected, no error, no send of the descriptor path waiting for
 // the ring. c.mu is held.
 func (c *Comm) fastLink(p *peer) *shmLink {
-	if !p.local || p.state != stConnected || p.err != nil || c.finalized || c.stopped.Load() {
+	if p.state != stConnected || p.err != nil || c.finalized || c.stopped.Load() {
 		return nil
 	}
-	sl, ok := p.v.(*shmLink)
-	if !ok || sl.err != nil || sl.out == nil || sl.ph < len(sl.pend) {
-		return nil
-	}
-	return sl
+	return ringLink(p)
 }
 
 // sendLocalNow sends eager message buf to local peer p straight into its
@@ -41,26 +37,14 @@ func (c *Comm) sendLocalNow(p *peer, buf []byte, tag int, ctx uint16) bool {
 	if sl == nil {
 		return false
 	}
-	e := envelope{typ: msgEager, ctx: ctx, tag: tag, length: len(buf)}
 	n := eagerLen + len(buf)
-	var b []byte
-	var ok bool
-	if n <= shm.InlineData {
-		b, ok = sl.out.ReserveInline(n)
-	} else {
-		b, ok = sl.out.Reserve()
-		ok = ok && n <= len(b)
-	}
+	b, ok := sl.out.ReserveSend(n)
 	if !ok {
 		return false
 	}
-	putEnvelope(b, &e)
-	copy(b[eagerLen:n], buf)
-	if n <= shm.InlineData {
-		sl.out.CommitInline(n)
-	} else {
-		sl.out.Commit(&shm.Entry{Kind: shm.Send, Length: n})
-	}
+	putEnvelope(b, &envelope{typ: msgEager, ctx: ctx, tag: tag, length: len(buf)})
+	copy(b[eagerLen:], buf)
+	sl.out.CommitSend(n)
 	p.msgsSent++
 	c.stats.EagerSent++
 	return true
@@ -100,12 +84,8 @@ func (c *Comm) recvLocalNow(p *peer, buf []byte, tag int, ctx uint16, st *Status
 	sl.ring.Release()
 	*st = Status{Source: p.rank, Tag: e.tag, Count: e.length}
 	c.stats.EagerReceived++
-	c.stats.SharedMemory++
-	c.shmEP.taken.Add(1)
+	c.consumedLocal(sl, 1)
 	c.envelopeArrived(p)
-	if sl.ring.RoomWanted() && sl.out != nil {
-		sl.out.Wake()
-	}
 	return localTaken
 }
 

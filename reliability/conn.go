@@ -488,21 +488,31 @@ func (c *Conn) WaitCredit(now Time) {
 // start messages numbered below limit. It is the next message number to
 // complete plus the receive descriptors posted beyond it.
 func (c *Conn) SetRecvLimit(now Time, limit uint32) {
-	c.SetRecvLimitClock(func() Time { return now }, limit)
+	if c.setLimit(limit) {
+		c.ackAt = now.Add(c.cfg.AckDelay)
+	}
 }
 
 // SetRecvLimitClock is SetRecvLimit for a caller whose clock is costly to
 // read: now is called only when the acknowledgement timer must be armed.
 func (c *Conn) SetRecvLimitClock(now func() Time, limit uint32) {
+	if c.setLimit(limit) {
+		c.ackAt = now().Add(c.cfg.AckDelay)
+	}
+}
+
+// setLimit records a new credit limit and reports whether its
+// acknowledgement must be timed (one now is set ackNow instead).
+func (c *Conn) setLimit(limit uint32) bool {
 	if limit == c.limit {
-		return
+		return false
 	}
 	c.limit = limit
 	if seq.Diff(c.advertised, c.peerMsn) <= 1 {
 		c.ackNow = true // the peer may be waiting for this credit
-	} else if c.ackAt == 0 {
-		c.ackAt = now().Add(c.cfg.AckDelay)
+		return false
 	}
+	return c.ackAt == 0
 }
 
 // Input processes the header of a frame that belongs to this connection

@@ -128,6 +128,30 @@ func (o *Outbox) ReserveInline(n int) ([]byte, bool) {
 	return s[offInline : offInline+n : offInline+n], true
 }
 
+// ReserveSend returns the n bytes of a Send: inside the next free slot's
+// entry header when n is at most InlineData (ReserveInline), else at the
+// start of its data part. It reports false when n is longer than a slot
+// holds or the ring is full. CommitSend publishes the Send.
+func (o *Outbox) ReserveSend(n int) ([]byte, bool) {
+	if n <= InlineData {
+		return o.ReserveInline(n)
+	}
+	b, ok := o.Reserve()
+	if !ok || n > len(b) {
+		return nil, false
+	}
+	return b[:n], true
+}
+
+// CommitSend publishes the Send of n bytes written into what ReserveSend
+// returned, as Commit does.
+func (o *Outbox) CommitSend(n int) uint64 {
+	if n <= InlineData {
+		return o.CommitInline(n)
+	}
+	return o.Commit(&Entry{Kind: Send, Length: n})
+}
+
 // room reports whether the next slot is free.
 func (o *Outbox) room() bool {
 	if o.tail-o.head < uint64(o.cfg.Slots) {

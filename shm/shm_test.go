@@ -261,6 +261,31 @@ func TestInlineSends(t *testing.T) {
 	}
 }
 
+// TestReserveSend: a Send goes inside the entry header up to InlineData
+// bytes and in the data part above, up to a slot's worth.
+func TestReserveSend(t *testing.T) {
+	in := newInbox(t, Config{Rings: 1, Slots: 4, SlotData: 128}) // a whole number of cache lines
+	o := attach(t, in, 5)
+	r := ringOwnedBy(t, in, 5)
+	if _, ok := o.ReserveSend(129); ok {
+		t.Fatal("reserved 129 bytes in a slot of 128")
+	}
+	for _, n := range []int{0, InlineData, InlineData + 1, 128} {
+		b, ok := o.ReserveSend(n)
+		if !ok || len(b) != n {
+			t.Fatalf("reserve %d: %d bytes, %v", n, len(b), ok)
+		}
+		want := bytes.Repeat([]byte{byte(n)}, n)
+		copy(b, want)
+		o.CommitSend(n)
+		e, ok, err := r.Peek()
+		if err != nil || !ok || e.Kind != Send || !bytes.Equal(e.Data, want) {
+			t.Fatalf("send of %d: %+v, %v, %v", n, e, ok, err)
+		}
+		r.Release()
+	}
+}
+
 func FuzzParseEntry(f *testing.F) {
 	slot := make([]byte, EntryHeaderSize+32)
 	putInline(slot, 5)

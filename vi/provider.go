@@ -321,21 +321,14 @@ func (p *Provider) pollLocked() {
 	// take in and nothing to send reads it only every idleClockEvery-th
 	// time, for the timers and the mark that a caller polls. A frame that
 	// arrives is taken in at a fresh reading.
-	if p.idlePolls++; p.idlePolls < idleClockEvery && len(p.dirty) == 0 && len(p.tx) == 0 {
-		n, err := p.dev.Recv(p.rxBufs, p.rxLens)
-		if n == 0 && err == nil {
-			return
-		}
-		p.idlePolls = 0
-		now := p.now()
-		p.lastActive.Store(int64(now))
-		p.progressFrom(now, n, err, progressBatches)
+	n, err := p.dev.Recv(p.rxBufs, p.rxLens)
+	if p.idlePolls++; n == 0 && err == nil && p.idlePolls < idleClockEvery && len(p.dirty) == 0 && len(p.tx) == 0 {
 		return
 	}
 	p.idlePolls = 0
 	now := p.now()
 	p.lastActive.Store(int64(now))
-	p.progressAt(now)
+	p.progressFrom(now, n, err, progressBatches)
 }
 
 // idleClockEvery is how many empty polls pass between clock reads: timers
