@@ -217,6 +217,11 @@ type Stats struct {
 	// SharedMemory counts the ring entries (messages and pieces of
 	// writes) taken from ranks of this host, which bypass the NIC.
 	SharedMemory uint64
+	// SharedCopies counts the long writes from ranks of this host that
+	// this rank copied with their sender's help (each end copying part,
+	// shm.Entry.Share); SharedCopyHelps counts the ones this rank helped
+	// copy, as their sender.
+	SharedCopies, SharedCopyHelps uint64
 	// UnexpectedBytes is what unexpected messages hold against the bound
 	// now (data copied aside plus a small cost per message);
 	// UnexpectedPeak is its highest value so far.
@@ -454,6 +459,10 @@ func (c *Comm) Stats() Stats {
 			f, r := p.v.railEvents()
 			s.RailFailures += f
 			s.RailReconnects += r
+		}
+		if sl, ok := p.v.(*shmLink); ok {
+			s.SharedCopies += sl.filler.shared
+			s.SharedCopyHelps += sl.helped
 		}
 	}
 	return s

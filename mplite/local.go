@@ -308,7 +308,7 @@ func (c *Comm) attachFailed(q int, err error) {
 // newShmLink makes p's link to a rank of this host; c.mu is held.
 func (c *Comm) newShmLink(p *peer) *shmLink {
 	l := &shmLink{out: c.shmEP.outs[p.rank], fill: c.fab.fillMemory, who: localGrantee(p.rank), copies: c.cfg.shmCopies,
-		rankWrites: &c.shmEP.writes}
+		share: !c.cfg.osYield, rankWrites: &c.shmEP.writes}
 	l.direct = func(msg []byte) bool { return c.recvDirect(p, msg) }
 	c.shmEP.links = append(c.shmEP.links, p)
 	return l

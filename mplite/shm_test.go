@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,14 +14,18 @@ import (
 // TestSharedMemoryPingPong moves messages of every protocol (eager,
 // handshake, offered) between two ranks of one host: through shared memory
 // only, never a frame on the NIC, with writes read from the sender's
-// memory in one step or copied through the rings.
+// memory in one step (which both ends share, unless ranks yield their
+// CPUs to other processes) or copied through the rings.
 func TestSharedMemoryPingPong(t *testing.T) {
 	sizes := []int{0, 1, 100, 64 << 10, 64<<10 + 1, 200 << 10, 1 << 20, 5<<20 + 3}
-	for _, copies := range []bool{false, true} {
-		t.Run(fmt.Sprintf("copies=%v", copies), func(t *testing.T) {
+	for _, mode := range []string{"read", "yield", "copies"} {
+		t.Run(mode, func(t *testing.T) {
 			opts := []mplite.Option{mplite.WithLocalRanksPerHost(2)}
-			if copies {
+			switch mode {
+			case "copies":
 				opts = append(opts, mplite.WithSharedMemoryCopies())
+			case "yield":
+				opts = append(opts, mplite.WithProcessYield(true))
 			}
 			noErrors(t, runWorld(t, 2, time.Minute, opts, func(c *mplite.Comm) error {
 				peer := 1 - c.Rank()
@@ -52,8 +57,13 @@ func TestSharedMemoryPingPong(t *testing.T) {
 						}
 					}
 				}
-				if st := c.Stats(); st.SharedMemory == 0 {
+				st := c.Stats()
+				if st.SharedMemory == 0 {
 					return fmt.Errorf("rank %d took nothing from shared memory: %+v", c.Rank(), st)
+				}
+				// 200 KiB, 1 MiB and 5 MiB, both rounds, when shared.
+				if want := map[string]uint64{"read": 6}[mode]; st.SharedCopies != want {
+					return fmt.Errorf("rank %d: %d shared copies, want %d", c.Rank(), st.SharedCopies, want)
 				}
 				if tx := mplite.RailTxBytes(c); tx[0] != 0 {
 					return fmt.Errorf("rank %d sent %d bytes on the NIC to a rank of its host", c.Rank(), tx[0])
@@ -62,6 +72,40 @@ func TestSharedMemoryPingPong(t *testing.T) {
 			}))
 		})
 	}
+}
+
+// TestSharedCopyHelps: a sender blocked in Send on a long message to a
+// rank of its host copies part of it itself, when there is a CPU for each.
+func TestSharedCopyHelps(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one CPU: the sender cannot copy while the receiver does")
+	}
+	const n, rounds = 16 << 20, 4
+	noErrors(t, runWorld(t, 2, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(2)}, func(c *mplite.Comm) error {
+		buf := pattern(n, 1)
+		for range rounds {
+			var err error
+			if c.Rank() == 0 {
+				err = c.Send(buf, 1, 0)
+			} else {
+				_, err = c.Recv(buf, 0, 0)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !bytes.Equal(buf, pattern(n, 1)) {
+			return errors.New("data differs")
+		}
+		st := c.Stats()
+		switch {
+		case c.Rank() == 0 && st.SharedCopyHelps == 0:
+			return fmt.Errorf("the sender helped with none of %d shared copies", rounds)
+		case c.Rank() == 1 && st.SharedCopies != rounds:
+			return fmt.Errorf("the receiver shared %d copies, want %d", st.SharedCopies, rounds)
+		}
+		return nil
+	}))
 }
 
 // TestSharedMemoryMatchingOrder checks that a blocking Recv from a rank of

@@ -52,6 +52,12 @@ type shmLink struct {
 	notify bool
 	// copies: writes always travel in the rings (a test's choice).
 	copies bool
+	// share: a write the peer reads from our memory is a shared copy
+	// (shm.Entry.Share), which this end helps with while it waits, when
+	// the rank has a CPU of its own and can write the peer's memory.
+	share bool
+	// helped counts the shared copies this end helped with.
+	helped uint64
 }
 
 // sentDesc is a send whose last entry is in the ring, with that entry's
@@ -59,6 +65,9 @@ type shmLink struct {
 type sentDesc struct {
 	d    *descriptors.Descriptor
 	last uint64
+	// share: the entry is a shared copy of d's one segment; helped:
+	// this end copied some of it.
+	share, helped bool
 }
 
 var errLinkClosed = errors.New("mplite: shared-memory link closed")
@@ -143,7 +152,7 @@ func (l *shmLink) push() {
 	}
 	for l.ph < len(l.pend) {
 		d := l.pend[l.ph]
-		seq, done, ok := l.pushOne(d)
+		seq, done, shared, ok := l.pushOne(d)
 		if !ok {
 			return
 		}
@@ -153,7 +162,7 @@ func (l *shmLink) push() {
 		l.pend[l.ph] = nil
 		l.ph++
 		l.at = 0
-		l.sent = append(l.sent, sentDesc{d: d, last: seq})
+		l.sent = append(l.sent, sentDesc{d: d, last: seq, share: shared})
 		if d.Control.Op == descriptors.OpRDMAWrite {
 			l.writes++
 			l.rankWrites.Add(1)
@@ -163,17 +172,18 @@ func (l *shmLink) push() {
 }
 
 // pushOne commits the next entry of d: its sequence number, whether it
-// was d's last entry, and false when the ring is full.
-func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, ok bool) {
+// was d's last entry, whether it is a shared copy, and false when the
+// ring is full.
+func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, shared, ok bool) {
 	slot, ok := l.out.Reserve()
 	if !ok {
-		return 0, false, false
+		return 0, false, false, false
 	}
 	e := shm.Entry{ImmData: d.Control.ImmData}
 	if d.Control.Op == descriptors.OpSend {
 		n := gatherAt(slot, d.Segments, 0)
 		e.Kind, e.Length, e.Immediate = shm.Send, n, d.Control.Immediate
-		return l.out.Commit(&e), true, true
+		return l.out.Commit(&e), true, false, true
 	}
 	total := 0
 	for i := range d.Segments {
@@ -185,7 +195,8 @@ func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, ok bool)
 		e.Kind, e.Length, e.Offset = shm.WriteRemote, total, d.Address.Offset
 		e.Source = shm.Address(d.Segments[0].Buf)
 		e.Immediate, e.Notify = d.Control.Immediate, true
-		return l.out.Commit(&e), true, true
+		e.Share = l.share && l.out.Writes()
+		return l.out.Commit(&e), true, e.Share, true
 	}
 	// In pieces of a slot each; the last carries the immediate data.
 	n := gatherAt(slot, d.Segments, l.at)
@@ -194,7 +205,7 @@ func (l *shmLink) pushOne(d *descriptors.Descriptor) (seq uint64, done, ok bool)
 	done = l.at == total
 	e.Immediate = done && d.Control.Immediate
 	e.Notify = done // a write's completion ends a handshake: the sender waits for it
-	return l.out.Commit(&e), done, true
+	return l.out.Commit(&e), done, false, true
 }
 
 // gatherAt copies the segments' bytes from offset at into dst, as many as
@@ -222,6 +233,9 @@ func (l *shmLink) reap() {
 	if l.sh == len(l.sent) {
 		l.push() // a write in pieces may wait for room
 		return
+	}
+	if s := &l.sent[l.sh]; s.share {
+		l.help(s)
 	}
 	consumed := l.out.Consumed()
 	for l.sh < len(l.sent) && l.sent[l.sh].last < consumed {
@@ -309,7 +323,7 @@ func (l *shmLink) write(e *shm.Entry) error {
 	if l.put == nil {
 		l.put = l.filler.fill
 	}
-	l.filler.e, l.filler.pid = e, l.ring.OwnerPID()
+	l.filler.e, l.filler.ring = e, l.ring
 	err := l.fill(descriptors.MemHandle(e.RKey), l.who, e.Offset, e.Length, l.put)
 	l.filler.e = nil
 	if err != nil {
@@ -318,10 +332,28 @@ func (l *shmLink) write(e *shm.Entry) error {
 	return nil
 }
 
-// entryFiller copies a write entry's bytes into the memory it names.
+// help copies chunks of s, a shared copy the peer has opened, into the
+// peer's memory: this end waits for the send anyway, on a CPU of its own.
+// A chunk it could not write is left to the peer, and so are the shared
+// copies that follow.
+func (l *shmLink) help(s *sentDesc) {
+	helped, err := l.out.Help(s.last, s.d.Segments[0].Buf)
+	if helped && !s.helped {
+		s.helped = true
+		l.helped++
+	}
+	if err != nil {
+		l.share = false
+		s.share = false
+	}
+}
+
+// entryFiller copies a write entry's bytes into the memory it names, and
+// counts the copies it shared with their sender.
 type entryFiller struct {
-	e   *shm.Entry
-	pid int
+	e      *shm.Entry
+	ring   *shm.Ring
+	shared uint64
 }
 
 func (f *entryFiller) fill(dst []byte) error {
@@ -329,7 +361,11 @@ func (f *entryFiller) fill(dst []byte) error {
 		copy(dst, f.e.Data)
 		return nil
 	}
-	return shm.ReadRemote(f.pid, f.e.Source, dst)
+	shared, err := f.ring.CopyRemote(f.e, dst)
+	if shared {
+		f.shared++
+	}
+	return err
 }
 
 func (l *shmLink) nextRecv() *descriptors.Descriptor {

@@ -45,7 +45,7 @@ const maxRemote = 1 << 40
 //
 //	0  4 length: data bytes (Send, Write) or bytes to read (WriteRemote)
 //	4  1 kind
-//	5  1 flags (flagImmediate, flagNotify, flagInline)
+//	5  1 flags (flagImmediate, flagNotify, flagInline, flagShare)
 //	6  2 zero
 //	8  4 immediate data
 //	12 4 rkey
@@ -65,7 +65,10 @@ type Entry struct {
 	Immediate bool
 	// Notify asks the receiver to wake the sender once the entry is
 	// consumed (Ring.Notify).
-	Notify  bool
+	Notify bool
+	// Share marks a WriteRemote whose sender helps copy it: the receiver
+	// copies it with Ring.CopyRemote, the sender with Outbox.Help.
+	Share   bool
 	ImmData uint32
 	RKey    uint32
 	Offset  uint64
@@ -96,6 +99,10 @@ func (e *Entry) put(slot []byte) {
 	if e.Notify {
 		h[5] |= flagNotify
 	}
+	if e.Share && e.Kind == WriteRemote {
+		h[5] |= flagShare
+		resetShare(slot)
+	}
 	h[6], h[7] = 0, 0
 	binary.NativeEndian.PutUint32(h[8:], e.ImmData)
 	binary.NativeEndian.PutUint32(h[12:], e.RKey)
@@ -123,7 +130,7 @@ func parseEntry(slot []byte, slotData int, e *Entry) error {
 	}
 	h := slot[:EntryHeaderSize:EntryHeaderSize]
 	flags := h[5]
-	if flags&^(flagImmediate|flagNotify|flagInline) != 0 || h[6] != 0 || h[7] != 0 {
+	if flags&^(flagImmediate|flagNotify|flagInline|flagShare) != 0 || h[6] != 0 || h[7] != 0 {
 		return fmt.Errorf("%w: flags %#x %#x %#x", ErrCorrupt, flags, h[6], h[7])
 	}
 	if flags&flagInline != 0 {
@@ -135,6 +142,10 @@ func parseEntry(slot []byte, slotData int, e *Entry) error {
 		Total: binary.NativeEndian.Uint64(h[40:])}
 	e.Immediate = flags&flagImmediate != 0
 	e.Notify = flags&flagNotify != 0
+	e.Share = flags&flagShare != 0
+	if e.Share && e.Kind != WriteRemote {
+		return fmt.Errorf("%w: shared entry of kind %d", ErrCorrupt, e.Kind)
+	}
 	if e.Kind != Send && e.Total > maxRemote {
 		return fmt.Errorf("%w: write of %d bytes", ErrCorrupt, e.Total)
 	}

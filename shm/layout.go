@@ -35,7 +35,7 @@ import (
 // cache lines of that slot and nothing else.
 const (
 	magic          = 0x31_4d_48_53_56_48_54_45 // "ETHVSHM1" read little-endian
-	version        = 2                         // 2: inline Sends (flagInline)
+	version        = 3                         // 2: inline Sends (flagInline); 3: shared copies (flagShare)
 	headerSize     = 4096
 	ringHeaderSize = 256
 

@@ -21,7 +21,9 @@ type Outbox struct {
 	wake   int    // the FIFO's write end (a raw descriptor: os.File.Fd would make it blocking)
 	tail   uint64 // entries committed (only this side moves it)
 	head   uint64 // the head last read
-	reads  bool
+	pid    int    // the receiver's process
+	reads  bool   // we may read the receiver's memory
+	writes bool   // and write it (shared copies)
 	wakeup [1]byte
 }
 
@@ -81,7 +83,9 @@ func Attach(path string, id uint32) (*Outbox, error) {
 		return fail(fmt.Errorf("wake FIFO: %w", err))
 	}
 	o.wake = fd
-	o.reads = probe(int(load32(mem, offPID)), load64(mem, offProbe))
+	o.pid = int(load32(mem, offPID))
+	o.reads = probe(o.pid, load64(mem, offProbe))
+	o.writes = o.reads && probeWrite(o.pid, load64(mem, offProbe))
 	var reads uint32
 	if o.reads {
 		reads = 1
@@ -168,9 +172,11 @@ func (o *Outbox) room() bool {
 	return o.tail-o.head < uint64(o.cfg.Slots)
 }
 
-func (o *Outbox) slot() []byte {
+func (o *Outbox) slot() []byte { return o.slotAt(o.tail) }
+
+func (o *Outbox) slotAt(seq uint64) []byte {
 	size := o.cfg.slotSize()
-	i := int(o.tail&uint64(o.cfg.Slots-1)) * size
+	i := int(seq&uint64(o.cfg.Slots-1)) * size
 	return o.slots[i : i+size : i+size]
 }
 

@@ -296,6 +296,9 @@ func FuzzParseEntry(f *testing.F) {
 	f.Add(append([]byte(nil), slot...))
 	(&Entry{Kind: Write, RKey: 9, Offset: 7, Length: 32, Immediate: true}).put(slot)
 	f.Add(append([]byte(nil), slot...))
+	big := make([]byte, EntryHeaderSize+64)
+	(&Entry{Kind: WriteRemote, Length: 1 << 20, Source: 0x1000, Share: true}).put(big)
+	f.Add(big[:len(slot)])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var e Entry
 		if err := parseEntry(b, 32, &e); err != nil {

@@ -148,12 +148,17 @@ type runner struct {
 	conn      Conn
 	cfg       Config
 	ctl, ctlr []byte
-	sbuf      []byte
-	rbuf      []byte
-	pat       pattern
-	tx        bool
-	txCount   uint32 // data messages sent, the integrity pattern's seed
-	rxCount   uint32 // data messages received
+	// sbuf and rbuf are one buffer, as in NetPIPE's default (cache) mode,
+	// unless both directions are in flight at once (-B): a message is
+	// received where the last one was sent from, and the working set that
+	// caches must hold is one message per end, as it is for the peers this
+	// program is compared with.
+	sbuf    []byte
+	rbuf    []byte
+	pat     pattern
+	tx      bool
+	txCount uint32 // data messages sent, the integrity pattern's seed
+	rxCount uint32 // data messages received
 }
 
 // recover decides whether err, from attempt number attempt (from 0) of a
@@ -229,7 +234,10 @@ func (r *runner) sync(ctx context.Context, tx bool) error {
 func (r *runner) size(n int) {
 	if cap(r.sbuf) < n {
 		r.sbuf = make([]byte, n)
-		r.rbuf = make([]byte, n)
+		r.rbuf = r.sbuf
+		if r.cfg.Bidir {
+			r.rbuf = make([]byte, n)
+		}
 		// NetPIPE fills its buffers with real data before timing.
 		for i := range r.sbuf {
 			r.sbuf[i] = 'a'

@@ -285,3 +285,19 @@ func TestLatencyEstimateFitsRunTime(t *testing.T) {
 		t.Errorf("%d data messages sent for a 10 ms run time of 1 ms round trips; want at most 20", slow.sent)
 	}
 }
+
+// TestOneBufferPerEnd: as in NetPIPE's default mode, an end receives into
+// the buffer it sends from, unless both directions are in flight at once.
+func TestOneBufferPerEnd(t *testing.T) {
+	for _, bidir := range []bool{false, true} {
+		r := &runner{cfg: Config{Bidir: bidir}}
+		r.size(100)
+		r.size(1000)
+		if len(r.sbuf) != 1000 || len(r.rbuf) != 1000 {
+			t.Fatalf("bidir %v: buffers of %d and %d bytes", bidir, len(r.sbuf), len(r.rbuf))
+		}
+		if same := &r.sbuf[0] == &r.rbuf[0]; same == bidir {
+			t.Errorf("bidir %v: one buffer %v", bidir, same)
+		}
+	}
+}
