@@ -13,6 +13,11 @@
 // process_vm_readv (Linux's cross-memory attach, as Open MPI's vader and
 // MPICH's nemesis do).
 //
+// A long one of those the two ends copy together (Entry.Share): the
+// receiver publishes where the bytes go in the entry's slot, and while it
+// reads chunks the sender, which waits for the write anyway, writes other
+// chunks into it with process_vm_writev (Ring.CopyRemote, Outbox.Help).
+//
 // An entry is published by its sequence number, stored last in its slot:
 // the receiver polls the next slot of each ring and touches nothing else.
 // A receiver that is about to sleep says so in its inbox first; a sender
@@ -20,5 +25,8 @@
 //
 // Both ends run on one host, so integers in the file are in the host's
 // byte order. Entries are validated before anything in them is used: a
-// process that scribbles on the file can corrupt only the bytes it sends.
+// process that scribbles on the file can corrupt only the bytes it sends
+// (or, by never finishing a chunk of a shared copy it claimed, hold its
+// receiver until it exits; processes of one user that may read each
+// other's memory trust each other that far).
 package shm
