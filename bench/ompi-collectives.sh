@@ -9,7 +9,10 @@
 #
 # Prints one line per collective and size, in cmd/collbench's format:
 #   coll=NAME algo=tuned bytes=N ranks=P us=T
-# (T: mean time per call over a timed loop, the slowest rank's).
+# (T: mean time per call over a timed loop, the slowest rank's), then
+#   startup ranks=P us=T
+# (T: from mpirun's start, the namespaces already made, to the end of
+# MPI_Init on every rank).
 #
 # Env: NP (8 ranks), PPN (1: ranks per namespace; with more, the ranks of a
 # namespace also use Open MPI's shared memory, BTL vader, as a cluster node's
@@ -115,6 +118,7 @@ yield=0
 btl=tcp,self
 [ "$PPN" -le 1 ] || btl=tcp,self,vader
 cd "$work"
+launch=$(date +%s.%N)
 # Rank 0 runs in the first namespace with mpirun, whose PMIx server must
 # listen on the veth for the ranks in the other namespaces to reach it.
 # shellcheck disable=SC2086
@@ -135,3 +139,6 @@ got=$(($(delivered) - before))
 echo "ompi-collectives.sh: the switch delivered $got bytes (at least $need needed)" >&2
 [ "$got" -ge "$need" ] || { echo "ompi-collectives.sh: the MPI data did not cross the switch" >&2; exit 1; }
 grep '^coll=' "$work/out"
+# Start-up: from mpirun's start to the end of MPI_Init on every rank.
+sed -n 's/^init_unix=//p' "$work/out" | awk -v l="$launch" -v np="$NP" '{printf "startup ranks=%d us=%.0f\n", np, ($1 - l) * 1e6}'
+

@@ -26,6 +26,7 @@
  */
 #include <mpi.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -157,6 +158,13 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 	MPI_Comm_rank(MPI_COMM_WORLD, &me);
+	/* Every rank has finished MPI_Init: the script times start-up to here. */
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (me == 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		printf("init_unix=%lld.%09ld\n", (long long)ts.tv_sec, ts.tv_nsec);
+	}
 	if (argc > 1 && atof(argv[1]) > 0)
 		secs = atof(argv[1]);
 	if (argc > 2)

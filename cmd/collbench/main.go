@@ -23,6 +23,11 @@
 // max(1, bytes/8) elements, so 1 prints as 8), one rank's block for the
 // others; barrier runs once, as bytes=0. Roots are rank 0.
 //
+// Under mprun, rank 0 first prints the job's start-up time, from mprun
+// starting the ranks (MPRUN_START) to the end of Init on every rank:
+//
+//	startup ranks=P us=T
+//
 // With -check every call's first and last results are compared with a
 // naive reference computed locally from every rank's deterministic data;
 // a mismatch is reported on stderr and collbench exits 1 (on every rank).
@@ -163,8 +168,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "collbench:", err)
 		return 1
 	}
-	b := &bench{o: o, c: c, ctl: ctl, out: stdout, errOut: stderr}
-	err = b.all()
+	b := &bench{o: o, c: c, ctl: ctl, out: stdout, errOut: stderr, launched: os.Getenv("MPRUN_START")}
+	err = b.startup()
+	if err == nil {
+		err = b.all()
+	}
 	if err == nil {
 		err = b.agreeErrors()
 	}
@@ -187,6 +195,33 @@ type bench struct {
 	out        io.Writer
 	errOut     io.Writer
 	mismatches int
+	// launched is MPRUN_START: when mprun began starting the ranks, in
+	// Unix nanoseconds ("" outside mprun).
+	launched string
+}
+
+// startup waits until every rank has finished Init and, under mprun
+// (b.launched), has rank 0 print how long that took:
+//
+//	startup ranks=P us=T
+func (b *bench) startup() error {
+	var ns int64
+	if b.launched != "" {
+		// Every rank has the same MPRUN_START: each refuses a bad one
+		// before the barrier, so none waits there for the others.
+		var err error
+		if ns, err = strconv.ParseInt(b.launched, 10, 64); err != nil {
+			return fmt.Errorf("MPRUN_START=%q: %w", b.launched, err)
+		}
+	}
+	if err := b.ctl.Barrier(); err != nil {
+		return fmt.Errorf("barrier after Init: %w", err)
+	}
+	if b.launched == "" || b.c.Rank() != 0 {
+		return nil
+	}
+	fmt.Fprintf(b.out, "startup ranks=%d us=%.0f\n", b.c.Size(), float64(time.Now().UnixNano()-ns)/1e3)
+	return nil
 }
 
 // algosOf is the algorithms collbench runs for coll: every one of the

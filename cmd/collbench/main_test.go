@@ -22,6 +22,12 @@ var lineRE = regexp.MustCompile(`^coll=([\w-]+) algo=([\w-]+) bytes=(\d+) ranks=
 // the ranks' stderr and errors.
 func localBench(t *testing.T, n int, o options, opts ...mplite.Option) (string, string, []error) {
 	t.Helper()
+	return localBenchLaunched(t, n, o, "", opts...)
+}
+
+// localBenchLaunched is localBench with MPRUN_START set to launched.
+func localBenchLaunched(t *testing.T, n int, o options, launched string, opts ...mplite.Option) (string, string, []error) {
+	t.Helper()
 	comms, err := mplite.NewLocalWorld(n, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -39,8 +45,11 @@ func localBench(t *testing.T, n int, o options, opts ...mplite.Option) (string, 
 				errs[i] = err
 				return
 			}
-			b := &bench{o: o, c: c, ctl: ctl, out: &outs[i], errOut: &errOut}
-			errs[i] = b.all()
+			b := &bench{o: o, c: c, ctl: ctl, out: &outs[i], errOut: &errOut, launched: launched}
+			errs[i] = b.startup()
+			if errs[i] == nil {
+				errs[i] = b.all()
+			}
 			if errs[i] == nil {
 				errs[i] = b.agreeErrors()
 			}
@@ -234,5 +243,26 @@ func TestMedian(t *testing.T) {
 		if got := median(c.in); got != c.want {
 			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// TestStartupLine: under mprun rank 0 reports the time from the launch to
+// the end of every rank's Init; a malformed MPRUN_START is an error.
+func TestStartupLine(t *testing.T) {
+	o := options{colls: []string{"barrier"}, sizes: []int{0}, algos: []string{"auto"}, iters: 1, rounds: 1}
+	launched := strconv.FormatInt(time.Now().Add(-time.Second).UnixNano(), 10)
+	out, _, errs := localBenchLaunched(t, 2, o, launched)
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ranks int
+	var us float64
+	if _, err := fmt.Sscanf(out, "startup ranks=%d us=%g", &ranks, &us); err != nil || ranks != 2 || us < 1e6 {
+		t.Fatalf("output %q: ranks %d, us %g, %v", out, ranks, us, err)
+	}
+	if _, _, errs := localBenchLaunched(t, 2, o, "soon"); errs[0] == nil {
+		t.Fatal("MPRUN_START=soon was accepted")
 	}
 }

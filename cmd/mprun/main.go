@@ -21,7 +21,9 @@
 // MPLITE_YIELD=1 unless MPLITE_YIELD is already set, so that polling ranks
 // yield to one another (MPLITE_SPIN, the spin time, does not change that),
 // and MPLITE_CPUS (the CPU count) for
-// the collective selector. Each rank gets GOMAXPROCS, its share of the
+// the collective selector. MPRUN_START is the time (Unix nanoseconds) mprun
+// began starting the ranks, the testbed made, for programs that time
+// their own start-up (collbench reports it). Each rank gets GOMAXPROCS, its share of the
 // CPUs, unless GOMAXPROCS is set; with no more ranks than CPUs each rank
 // is also bound to a CPU of its own (-bind none leaves them unbound), as
 // Open MPI binds ranks to cores. Two ranks with no rate limit, faults or
@@ -421,9 +423,10 @@ func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	start := "MPRUN_START=" + strconv.FormatInt(time.Now().UnixNano(), 10)
 	failed := supervise(ctx, o, func(r int) (*exec.Cmd, func(*exec.Cmd) error) {
 		cmd := exec.Command(prog, o.prog[1:]...)
-		cmd.Env = append(append(os.Environ(), env(r)...), o.env...)
+		cmd.Env = append(append(append(os.Environ(), env(r)...), start), o.env...)
 		h := tb.Host(r / o.perHost())
 		if cpus == nil {
 			return cmd, h.Start
