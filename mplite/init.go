@@ -55,9 +55,11 @@ type envConfig struct {
 	job        uint32
 	driver     string
 	hostfile   string
-	// endpoint is this rank's endpoint on its NICs, and shared says that
-	// other ranks of the job use the same NICs (afpacket.Config.Shared).
+	// endpoint is this rank's endpoint on its NICs, local the number of
+	// the job's ranks that use them (1: this one alone), and shared says
+	// that others do (afpacket.Config.Shared).
 	endpoint uint16
+	local    int
 	shared   bool
 	// AF_XDP on NICs with several receive queues: the queue to bind
 	// (MPLITE_XDP_QUEUE) and whether to ask for a flow rule that steers
@@ -123,9 +125,10 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 	}
 	e.hostfile = getenv("MPLITE_HOSTFILE")
 	var err error
-	if e.endpoint, e.shared, err = endpointFromEnv(getenv); err != nil {
+	if e.endpoint, e.local, err = endpointFromEnv(getenv); err != nil {
 		return e, true, err
 	}
+	e.shared = e.local > 1
 	if e.shared && e.driver == "afxdp" {
 		return e, true, fmt.Errorf("%w: ranks share this host's NICs, which the afxdp driver cannot (one XDP socket per queue): use afpacket", ErrEnvironment)
 	}
@@ -230,7 +233,8 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		case "afxdp":
 			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
 		default:
-			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared, NoRing: e.noRing})
+			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared, NoRing: e.noRing,
+				RingSize: ringSize(e.local)})
 		}
 		if err != nil {
 			closeDevs()
@@ -401,3 +405,16 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 	}
 	return comms, nil
 }
+
+// ringSize is the AF_PACKET receive ring of one of local ranks that share
+// a NIC: the default ring divided among them, but at least minRing. The
+// kernel zeroes and pins each ring: 128 ranks with 8 MiB each spent a
+// fifth of their start-up's CPU clearing pages, while the traffic between
+// ranks of a host goes through shared memory, not these rings.
+func ringSize(local int) int {
+	return max(minRing, afpacket.DefaultRingSize/max(1, local))
+}
+
+// minRing is the smallest ring ringSize gives a rank: 512 frames of a
+// standard MTU.
+const minRing = 1 << 20

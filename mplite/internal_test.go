@@ -278,3 +278,47 @@ func TestLineBinds(t *testing.T) {
 		}
 	}
 }
+
+// TestEndpointFromEnv: the endpoint and the number of ranks sharing the
+// host's NICs, from each launcher's variables.
+func TestEndpointFromEnv(t *testing.T) {
+	for _, c := range []struct {
+		env   map[string]string
+		ep    uint16
+		local int
+		bad   bool
+	}{
+		{env: nil, ep: 0, local: 1},
+		{env: map[string]string{"MPLITE_ENDPOINT": "3", "MPLITE_LOCAL_SIZE": "16"}, ep: 3, local: 16},
+		{env: map[string]string{"MPLITE_ENDPOINT": "0", "MPLITE_LOCAL_SIZE": "1"}, ep: 0, local: 1},
+		{env: map[string]string{"MPLITE_ENDPOINT": "2"}, ep: 2, local: 3}, // no size: at least the endpoint's
+		{env: map[string]string{"MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "4"}, ep: 1, local: 4},
+		{env: map[string]string{"OMPI_COMM_WORLD_LOCAL_RANK": "0", "OMPI_COMM_WORLD_LOCAL_SIZE": "8"}, ep: 0, local: 8},
+		{env: map[string]string{"SLURM_LOCALID": "1", "SLURM_STEP_TASKS_PER_NODE": "2(x3),4"}, ep: 1, local: 4},
+		{env: map[string]string{"MPLITE_ENDPOINT": "x"}, bad: true},
+		{env: map[string]string{"MPLITE_ENDPOINT": "1", "MPLITE_LOCAL_SIZE": "-2"}, bad: true},
+	} {
+		ep, local, err := endpointFromEnv(envOf(c.env))
+		if c.bad {
+			if err == nil {
+				t.Errorf("%v: accepted", c.env)
+			}
+			continue
+		}
+		if err != nil || ep != c.ep || local != c.local {
+			t.Errorf("%v: endpoint %d, %d local ranks, %v; want %d, %d", c.env, ep, local, err, c.ep, c.local)
+		}
+	}
+}
+
+// TestRingSizeShared: ranks that share a NIC divide the default receive
+// ring among them, down to minRing each.
+func TestRingSizeShared(t *testing.T) {
+	for _, c := range []struct{ local, want int }{
+		{0, 8 << 20}, {1, 8 << 20}, {2, 4 << 20}, {4, 2 << 20}, {8, 1 << 20}, {16, minRing}, {128, minRing},
+	} {
+		if got := ringSize(c.local); got != c.want {
+			t.Errorf("ringSize(%d) = %d, want %d", c.local, got, c.want)
+		}
+	}
+}

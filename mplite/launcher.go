@@ -265,13 +265,14 @@ func closeLauncher(l *pmi.Client, orderly bool) error {
 	return nil
 }
 
-// endpointFromEnv returns this rank's endpoint on its host's NICs and
-// whether other ranks of the job share them: MPLITE_ENDPOINT and
+// endpointFromEnv returns this rank's endpoint on its host's NICs and how
+// many ranks of the job share them (1: none but this one; at least the
+// endpoint plus one): MPLITE_ENDPOINT and
 // MPLITE_LOCAL_SIZE (mprun), else the launcher's local rank and local size
 // (Hydra's MPI_LOCALRANKID and MPI_LOCALNRANKS, Open MPI's
 // OMPI_COMM_WORLD_LOCAL_RANK and _SIZE, Slurm's SLURM_LOCALID and
 // SLURM_STEP_TASKS_PER_NODE). Without any, endpoint 0 alone.
-func endpointFromEnv(getenv func(string) string) (ep uint16, shared bool, err error) {
+func endpointFromEnv(getenv func(string) string) (ep uint16, local int, err error) {
 	num := func(name string, limit uint64) (uint64, bool, error) {
 		s := strings.TrimSpace(getenv(name))
 		if s == "" {
@@ -291,7 +292,7 @@ func endpointFromEnv(getenv func(string) string) (ep uint16, shared bool, err er
 	} {
 		v, ok, err := num(pair[0], nic.EndpointAll)
 		if err != nil {
-			return 0, false, err
+			return 0, 0, err
 		}
 		if !ok {
 			continue
@@ -299,14 +300,14 @@ func endpointFromEnv(getenv func(string) string) (ep uint16, shared bool, err er
 		var n uint64
 		if pair[1] != "" {
 			if n, _, err = num(pair[1], 1<<20); err != nil {
-				return 0, false, err
+				return 0, 0, err
 			}
 		} else {
 			n = slurmMaxTasksPerNode(getenv("SLURM_STEP_TASKS_PER_NODE"))
 		}
-		return uint16(v), v > 0 || n > 1, nil
+		return uint16(v), int(max(n, v+1)), nil
 	}
-	return 0, false, nil
+	return 0, 1, nil
 }
 
 // slurmMaxTasksPerNode reads Slurm's "2(x3),1" form: the most tasks any

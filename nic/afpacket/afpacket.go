@@ -62,6 +62,11 @@ type Config struct {
 	// The device also falls back to recvmmsg(2) where the ring cannot be
 	// set up (RingFallback says why).
 	NoRing bool
+	// RingSize is the receive ring's size in bytes, rounded down to whole
+	// 64 KiB blocks (at least one); zero means DefaultRingSize. The kernel
+	// zeroes and pins it: endpoints that share an interface, each with a
+	// ring of its own, may want less.
+	RingSize int
 	// Shared is for endpoints that share the interface (nic.Config.Endpoint
 	// tells them apart): the socket also sees the frames the others send,
 	// which no switch would bring back to this port. It is bound to every
@@ -186,6 +191,22 @@ func Open(cfg Config) (*Device, error) {
 // than through a receive ring, or nil if it uses the ring.
 func (d *Device) RingFallback() error { return d.ringErr }
 
+// ringSize is the receive ring's size Config asks for.
+func (d *Device) ringSize() int {
+	if d.cfg.RingSize > 0 {
+		return d.cfg.RingSize
+	}
+	return DefaultRingSize
+}
+
+// RingBytes is the receive ring's size in bytes (0 without a ring).
+func (d *Device) RingBytes() int {
+	if d.ring == nil {
+		return 0
+	}
+	return len(d.ring.mem)
+}
+
 // errNoRingRequested is RingFallback's answer for Config.NoRing.
 var errNoRingRequested = errors.New("afpacket: recvmmsg(2) requested by Config.NoRing")
 
@@ -272,7 +293,7 @@ func (d *Device) setup() error {
 	}
 	if d.cfg.NoRing {
 		d.ringErr = errNoRingRequested
-	} else if err := raw.Control(func(fd uintptr) { d.ring, d.ringErr = setupRing(int(fd), nic.FrameCap(d.mtu)) }); err != nil {
+	} else if err := raw.Control(func(fd uintptr) { d.ring, d.ringErr = setupRing(int(fd), nic.FrameCap(d.mtu), d.ringSize()) }); err != nil {
 		return err
 	}
 	// Method values made once, so the hot path does not allocate closures.

@@ -3,6 +3,7 @@ package afpacket_test
 import (
 	"time"
 
+	"bytes"
 	"github.com/ethervia/ethervia/bpf"
 	"os"
 	"testing"
@@ -280,5 +281,32 @@ func TestFaultInjectorDrop(t *testing.T) {
 	}
 	if c.Seen != n || int(c.Dropped) != n-got {
 		t.Fatalf("counters %+v, but %d of %d arrived", c, got, n)
+	}
+}
+
+// TestRingSize: the receive ring takes Config.RingSize in whole 64 KiB
+// blocks, at least one, and DefaultRingSize without it; a smaller ring
+// still carries frames.
+func TestRingSize(t *testing.T) {
+	tb := newTestbedPair(t, "ringsize")
+	b := openOn(t, tb.Host(1))
+	for i, c := range []struct{ ask, want int }{
+		{0, afpacket.DefaultRingSize}, {1 << 20, 1 << 20}, {100 << 10, 64 << 10}, {1, 64 << 10},
+	} {
+		a := openCfg(t, tb.Host(0), afpacket.Config{Config: nic.Config{JobKey: jobKey}, RingSize: c.ask})
+		if a.RingFallback() != nil {
+			t.Skipf("no receive ring here: %v", a.RingFallback())
+		}
+		if got := a.RingBytes(); got != c.want {
+			t.Errorf("RingSize %d: ring of %d bytes, want %d", c.ask, got, c.want)
+		}
+		marker := byte(i + 1)
+		if _, err := b.Send([][]byte{epFrame(a.HardwareAddr(), b.HardwareAddr(), 0, 0, marker)}); err != nil {
+			t.Fatal(err)
+		}
+		if got := drain(t, a, 200*time.Millisecond); !bytes.Equal(got, []byte{marker}) {
+			t.Errorf("RingSize %d: received markers %v, want [%d]", c.ask, got, marker)
+		}
+		a.Close()
 	}
 }

@@ -23,13 +23,15 @@ type rxRing struct {
 	next      int // the slot the next frame lands in
 }
 
-// ringSize is the ring's total size: like the socket buffer it replaces,
-// deep enough to absorb bursts.
-const ringSize = 8 << 20
+// DefaultRingSize is the ring's total size unless Config.RingSize says
+// otherwise: like the socket buffer it replaces, deep enough to absorb
+// bursts.
+const DefaultRingSize = 8 << 20
 
-// setupRing turns fd's receive path into a ring for frames of up to
-// maxFrame bytes. On error the socket keeps recvmmsg(2).
-func setupRing(fd int, maxFrame int) (*rxRing, error) {
+// setupRing turns fd's receive path into a ring of about size bytes (at
+// least one block) for frames of up to maxFrame bytes. On error the
+// socket keeps recvmmsg(2).
+func setupRing(fd int, maxFrame, size int) (*rxRing, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VERSION, unix.TPACKET_V2); err != nil {
 		return nil, fmt.Errorf("PACKET_VERSION: %w", err)
 	}
@@ -41,6 +43,8 @@ func setupRing(fd int, maxFrame int) (*rxRing, error) {
 		frameSize <<= 1
 	}
 	blockSize := max(frameSize, 1<<16)
+	// Whole blocks: the kernel wants as many frames as the blocks hold.
+	ringSize := max(1, size/blockSize) * blockSize
 	req := unix.TpacketReq{
 		Block_size: uint32(blockSize),
 		Block_nr:   uint32(ringSize / blockSize),
