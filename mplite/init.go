@@ -234,7 +234,7 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
 		default:
 			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared, NoRing: e.noRing,
-				RingSize: ringSize(e.local)})
+				RingSize: ringSize(max(e.local, ranksPerCPU(e.size, cfg.sharedCPUs)))})
 		}
 		if err != nil {
 			closeDevs()
@@ -406,13 +406,23 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 	return comms, nil
 }
 
-// ringSize is the AF_PACKET receive ring of one of local ranks that share
-// a NIC: the default ring divided among them, but at least minRing. The
-// kernel zeroes and pins each ring: 128 ranks with 8 MiB each spent a
-// fifth of their start-up's CPU clearing pages, while the traffic between
-// ranks of a host goes through shared memory, not these rings.
-func ringSize(local int) int {
-	return max(minRing, afpacket.DefaultRingSize/max(1, local))
+// ringSize is the AF_PACKET receive ring of one of n ranks that share a
+// NIC, or a CPU: the default ring divided among them, but at least
+// minRing. The kernel zeroes and pins each ring: 128 ranks with 8 MiB each
+// spent a fifth of their start-up's CPU clearing pages, while the traffic
+// between ranks of a host goes through shared memory, not these rings,
+// and ranks that take turns on a CPU cannot drain more than their share.
+func ringSize(n int) int {
+	return max(minRing, afpacket.DefaultRingSize/max(1, n))
+}
+
+// ranksPerCPU is how many of a job's size ranks take turns on each CPU
+// when they all share cpus of them (MPLITE_CPUS; 0: a CPU each).
+func ranksPerCPU(size, cpus int) int {
+	if cpus <= 0 {
+		return 1
+	}
+	return (size + cpus - 1) / cpus
 }
 
 // minRing is the smallest ring ringSize gives a rank: 512 frames of a

@@ -322,3 +322,11 @@ func TestRingSizeShared(t *testing.T) {
 		}
 	}
 }
+
+func TestRanksPerCPU(t *testing.T) {
+	for _, c := range []struct{ size, cpus, want int }{{8, 0, 1}, {2, 2, 1}, {8, 2, 4}, {9, 2, 5}, {128, 2, 64}} {
+		if got := ranksPerCPU(c.size, c.cpus); got != c.want {
+			t.Errorf("ranksPerCPU(%d, %d) = %d, want %d", c.size, c.cpus, got, c.want)
+		}
+	}
+}

@@ -141,7 +141,7 @@ func TestLibmpich(t *testing.T) {
 		np   int
 		drop string
 		ppn  int
-	}{{2, "0", 1}, {4, "0", 1}, {8, "0", 1}, {4, "0.05", 1}, {8, "0", 2}, {8, "0", 4}, {8, "0.05", 4}} {
+	}{{2, "0", 1}, {4, "0", 1}, {8, "0", 1}, {4, "0.05", 1}, {8, "0", 2}, {8, "0.05", 2}, {8, "0", 4}, {8, "0.05", 4}} {
 		// Drops are counted over all programs of a faulty configuration:
 		// a short program (130 frames at 5 %) loses nothing one time in
 		// a thousand, the whole configuration practically never.

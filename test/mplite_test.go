@@ -209,7 +209,7 @@ func namespaces(t *testing.T) map[string]bool {
 func TestMPLiteRanksPerHost(t *testing.T) {
 	needRoot(t)
 	mprun, mpitest := built.path(t, "mprun"), built.path(t, "mpitest")
-	for _, tc := range []struct{ ppn, drop string }{{"2", "0"}, {"4", "0"}, {"4", "0.02"}} {
+	for _, tc := range []struct{ ppn, drop string }{{"2", "0"}, {"2", "0.02"}, {"4", "0"}, {"4", "0.02"}} {
 		t.Run("suite/ppn="+tc.ppn+"/drop="+tc.drop, func(t *testing.T) {
 			out, err := run(t, 3*time.Minute, mprun, "-np", "8", "-ppn", tc.ppn, "-drop", tc.drop, "-timeout", "150s", "--",
 				mpitest, "-max", "4194304")

@@ -10,8 +10,8 @@
 // rail, comma separated), MPLITE_JOB (a fresh random job key),
 // MPLITE_SECRET (a fresh job secret that authenticates every frame;
 // -auth=false gives MPLITE_AUTH=0 instead), MPLITE_DRIVER (-driver auto,
-// the default: afxdp with one rank per host and an MTU of at most 3506,
-// else afpacket)
+// the default: afxdp with one rank per host, an MTU of at most 3506 and at
+// most 4 ranks per CPU, else afpacket)
 // and MPLITE_HOSTFILE, every rank's MACs, so that no rank has to discover
 // them (-discover leaves it out: the ranks then find each other by raw
 // Ethernet broadcast, as they must where no launcher knows the
@@ -130,7 +130,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.flapHost, "flap-host", -1, "the host -flap takes down (default: the last)")
 	fs.StringVar(&o.hostRate, "host-rate", "", "H=RATE[,H=RATE...]: the switch ports towards host H (every rail) at RATE instead of -rate's, e.g. 3=25mbit for one slow receiver")
 	fs.StringVar(&o.railDown, "rail-down", "", "R@AT or R@BYTES: take every switch port of rail R down for good AT after the start (1@3s), or once the hosts have sent BYTES on it (1@8MiB)")
-	fs.StringVar(&o.driver, "driver", "auto", "frame driver: afpacket, afxdp, or auto (afxdp where it can serve: one rank per host, MTU at most 3506; else afpacket)")
+	fs.StringVar(&o.driver, "driver", "auto", "frame driver: afpacket, afxdp, or auto (afxdp where it can serve and pays: one rank per host, MTU at most 3506, at most 4 ranks per CPU; else afpacket)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "kill the job after this long")
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "after a rank fails, how long the others may run")
 	fs.BoolVar(&o.auth, "auth", true, "authenticate every frame with a secret drawn for the job (false: a trusted fabric, MPLITE_AUTH=0)")
@@ -176,7 +176,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, o.checkRemote()
 	}
 	if o.driver == "auto" {
-		o.driver = autoDriver(o.perHost(), o.mtu)
+		o.driver = autoDriver(o.np, o.perHost(), o.mtu, runtime.NumCPU())
 	}
 	if o.ppn > 1 && o.driver == "afxdp" {
 		return o, fmt.Errorf("mprun: -ppn %d: ranks that share a host's NICs need -driver afpacket", o.ppn)
@@ -572,12 +572,21 @@ func (o options) hosts() int { return (o.np + o.perHost() - 1) / o.perHost() }
 // autoDriver is -driver auto on the testbed: AF_XDP, which copies a frame
 // once where AF_PACKET's receive ring copies it twice, wherever it can
 // serve: one endpoint per NIC and frames that fit a page.
-func autoDriver(perHost, mtu int) string {
-	if perHost > 1 || mtu > afxdp.VethMaxMTU {
+func autoDriver(np, perHost, mtu, cpus int) string {
+	if perHost > 1 || mtu > afxdp.VethMaxMTU || np > xdpRanksPerCPU*max(1, cpus) {
 		return "afpacket"
 	}
 	return "afxdp"
 }
+
+// xdpRanksPerCPU is the most ranks per CPU -driver auto gives AF_XDP. Each
+// AF_XDP rank pins a 16 MiB UMEM and attaches a program to its interface;
+// 128 ranks on 2 CPUs took 4.1-5.0 s from launch to the end of a hello
+// world on AF_XDP and 2.7-3.3 on AF_PACKET (one sitting), and when ranks
+// take turns on a CPU, polling memory instead of making a system call
+// saves nothing: an 8-byte Allreduce of 64 such ranks took 12.0-12.5 ms
+// on AF_XDP and 11.6-13.3 on AF_PACKET.
+const xdpRanksPerCPU = 4
 
 func (o options) faulty() bool { return o.drop > 0 || o.corrupt > 0 || o.dup > 0 }
 

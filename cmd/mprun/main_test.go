@@ -329,3 +329,19 @@ func TestAutoDriver(t *testing.T) {
 		t.Error("-driver dpdk accepted")
 	}
 }
+
+// -driver auto leaves AF_XDP out when ranks crowd the CPUs.
+func TestAutoDriverCrowded(t *testing.T) {
+	for _, tc := range []struct {
+		np, perHost, mtu, cpus int
+		want                   string
+	}{
+		{2, 1, 1500, 2, "afxdp"}, {8, 1, 1500, 2, "afxdp"}, {9, 1, 1500, 2, "afpacket"},
+		{128, 1, 1500, 2, "afpacket"}, {128, 1, 1500, 32, "afxdp"}, {4, 1, 1500, 0, "afxdp"},
+		{8, 2, 1500, 64, "afpacket"}, {2, 1, 9000, 64, "afpacket"},
+	} {
+		if got := autoDriver(tc.np, tc.perHost, tc.mtu, tc.cpus); got != tc.want {
+			t.Errorf("%d ranks, %d per host, MTU %d, %d CPUs: %s, want %s", tc.np, tc.perHost, tc.mtu, tc.cpus, got, tc.want)
+		}
+	}
+}
