@@ -14,9 +14,10 @@
 # (T: from mpirun's start, the namespaces already made, to the end of
 # MPI_Init on every rank).
 #
-# Env: NP (8 ranks), PPN (1: ranks per namespace; with more, the ranks of a
-# namespace also use Open MPI's shared memory, BTL vader, as a cluster node's
-# would), MTU (1500), SECS (timed seconds per point, 2),
+# Env: NP (8 ranks), PPN (1: ranks per namespace; with more, each namespace
+# is a node of its own to Open MPI, launched through an rsh agent, and the
+# ranks of a namespace also use its shared memory, BTL vader, as a cluster
+# node's would), MTU (1500), SECS (timed seconds per point, 2),
 # SIZES (1,1024,65536,1048576), COLLS (bcast,allgather,alltoall,allreduce),
 # RATE (none; tc style such as 100mbit or 1gbit): a tbf on every switch port
 # towards its host, sized as the testbed sizes it for mprun -rate (bucket 5 ms
@@ -104,8 +105,25 @@ while [ "$i" -lt "$HOSTS" ]; do
 	else
 		apps="$apps : -np $n ip netns exec $h $prog"
 	fi
+	echo "h$i slots=$n" >>"$work/hosts"
 	i=$((i + 1))
 done
+if [ "$PPN" -gt 1 ]; then
+	# Several ranks per namespace: each namespace must be a node of its own
+	# to Open MPI, or it takes every rank for one host's and moves every
+	# byte through its shared memory, none over the switch. A launch agent
+	# (plm_rsh_agent, what ssh is between real nodes) starts one daemon
+	# per namespace, each under a host name of its own (a UTS namespace:
+	# vader names its segments after the host).
+	cat >"$work/agent.sh" <<AGENT
+#!/bin/sh
+h=\$1
+shift
+exec ip netns exec "$ns\${h#h}" unshare --uts sh -c "echo \$h >/proc/sys/kernel/hostname; \$*"
+AGENT
+	chmod +x "$work/agent.sh"
+	apps="--hostfile $work/hosts --mca plm_rsh_agent $work/agent.sh -np $NP $prog"
+fi
 
 # Bytes the switch delivered to the ranks, to prove the data crossed it.
 delivered() {
