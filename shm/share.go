@@ -213,21 +213,7 @@ func (o *Outbox) Help(seq uint64, src []byte) (bool, error) {
 // PutRemote copies src into address dst of process pid with
 // process_vm_writev, as ReadRemote reads.
 func PutRemote(pid int, dst uint64, src []byte) error {
-	for len(src) > 0 {
-		local := []unix.Iovec{{Base: &src[0]}}
-		local[0].SetLen(len(src))
-		remote := []unix.RemoteIovec{{Base: uintptr(dst), Len: len(src)}}
-		n, err := unix.ProcessVMWritev(pid, local, remote, 0)
-		if err != nil {
-			return fmt.Errorf("shm: write %d bytes to process %d: %w", len(src), pid, err)
-		}
-		if n <= 0 {
-			return fmt.Errorf("shm: write to process %d at %#x made no progress", pid, dst)
-		}
-		src = src[n:]
-		dst += uint64(n)
-	}
-	return nil
+	return remoteCopy(pid, dst, src, true)
 }
 
 // probeWrite reports whether this process can write pid's memory at addr,

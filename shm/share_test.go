@@ -3,6 +3,7 @@ package shm
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
 	"sync/atomic"
 	"testing"
 )
@@ -27,6 +28,28 @@ func sharedWrite(t *testing.T, src []byte) (*Outbox, uint64, *Ring, *Entry) {
 		t.Fatalf("%+v %v %v", e, ok, err)
 	}
 	return o, seq, r, e
+}
+
+// openedCopy is a shared write of n random bytes whose copy the receiver
+// has opened.
+type openedCopy struct {
+	o        *Outbox
+	seq      uint64
+	r        *Ring
+	e        *Entry
+	src, dst []byte
+	oc       openCopy
+}
+
+func openCopyOf(t *testing.T, n int, seed uint64) openedCopy {
+	t.Helper()
+	c := openedCopy{src: randomBytes(n, seed), dst: make([]byte, n)}
+	c.o, c.seq, c.r, c.e = sharedWrite(t, c.src)
+	var ok bool
+	if c.oc, ok = c.r.openShare(c.e, c.dst); !ok || c.oc.chunks < 2 {
+		t.Fatalf("not opened: %+v", c.oc)
+	}
+	return c
 }
 
 func randomBytes(n int, seed uint64) []byte {
@@ -101,24 +124,18 @@ func TestSharedCopyBothEnds(t *testing.T) {
 // TestSharedCopySenderFails: a sender that cannot write its chunk leaves
 // it to the receiver, which reads it itself.
 func TestSharedCopySenderFails(t *testing.T) {
-	src := randomBytes(1<<20, 3)
-	o, seq, r, e := sharedWrite(t, src)
-	dst := make([]byte, len(src))
-	oc, ok := r.openShare(e, dst)
-	if !ok {
-		t.Fatal("not opened")
-	}
-	o.pid = 1 << 30 // no such process: the write fails
-	if _, err := o.Help(seq, src); err == nil {
+	c := openCopyOf(t, 1<<20, 3)
+	c.o.pid = 1 << 30 // no such process: the write fails
+	if _, err := c.o.Help(c.seq, c.src); err == nil {
 		t.Fatal("a write to no process succeeded")
 	}
-	if load32(oc.a, offShareFailed) != 1 {
-		t.Fatalf("failed chunk %d, want 1", load32(oc.a, offShareFailed))
+	if load32(c.oc.a, offShareFailed) != 1 {
+		t.Fatalf("failed chunk %d, want 1", load32(c.oc.a, offShareFailed))
 	}
-	if err := oc.finish(r.OwnerPID(), e.Source, dst); err != nil {
+	if err := c.oc.finish(c.r.OwnerPID(), c.e.Source, c.dst); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(dst, src) {
+	if !bytes.Equal(c.dst, c.src) {
 		t.Fatal("shared copy differs")
 	}
 }
@@ -126,15 +143,9 @@ func TestSharedCopySenderFails(t *testing.T) {
 // TestSharedCopyDeadSender: a sender that ended holding a chunk ends the
 // copy with an error, not a wait forever.
 func TestSharedCopyDeadSender(t *testing.T) {
-	src := randomBytes(1<<20, 4)
-	_, _, r, e := sharedWrite(t, src)
-	dst := make([]byte, len(src))
-	oc, ok := r.openShare(e, dst)
-	if !ok {
-		t.Fatal("not opened")
-	}
-	atomic.AddUint32(u32(oc.a, offShareClaimed), 1) // the sender's, never done
-	if err := oc.finish(1<<30, e.Source, dst); err == nil {
+	c := openCopyOf(t, 1<<20, 4)
+	atomic.AddUint32(u32(c.oc.a, offShareClaimed), 1) // the sender's, never done
+	if err := c.oc.finish(1<<30, c.e.Source, c.dst); err == nil {
 		t.Fatal("a copy from a dead sender succeeded")
 	}
 }
@@ -149,5 +160,21 @@ func TestShareChunks(t *testing.T) {
 		if got := shareChunk(c.n); got != c.want {
 			t.Errorf("shareChunk(%d) = %d, want %d", c.n, got, c.want)
 		}
+	}
+}
+
+// TestRemoteCopiesAllocateNothing: the copies are on every long message's
+// path.
+func TestRemoteCopiesAllocateNothing(t *testing.T) {
+	src, dst := randomBytes(64<<10, 5), make([]byte, 64<<10)
+	pid := os.Getpid()
+	if err := ReadRemote(pid, Address(src), dst); err != nil {
+		t.Skipf("this process cannot read itself: %v", err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		_ = ReadRemote(pid, Address(src), dst)
+		_ = PutRemote(pid, Address(dst), src)
+	}); n != 0 {
+		t.Fatalf("%v allocations a read and a write", n)
 	}
 }
