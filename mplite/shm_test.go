@@ -80,7 +80,7 @@ func TestSharedCopyHelps(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < 2 {
 		t.Skip("one CPU: the sender cannot copy while the receiver does")
 	}
-	const n, rounds = 16 << 20, 4
+	const n, rounds = 16 << 20, 8
 	noErrors(t, runWorld(t, 2, time.Minute, []mplite.Option{mplite.WithLocalRanksPerHost(2)}, func(c *mplite.Comm) error {
 		buf := pattern(n, 1)
 		for range rounds {
