@@ -56,11 +56,9 @@ type envConfig struct {
 	driver     string
 	hostfile   string
 	// endpoint is this rank's endpoint on its NICs, local the number of
-	// the job's ranks that use them (1: this one alone), and shared says
-	// that others do (afpacket.Config.Shared).
+	// the job's ranks that use them (1: this one alone).
 	endpoint uint16
 	local    int
-	shared   bool
 	// AF_XDP on NICs with several receive queues: the queue to bind
 	// (MPLITE_XDP_QUEUE) and whether to ask for a flow rule that steers
 	// our EtherType there (MPLITE_XDP_FLOWRULE=1).
@@ -128,8 +126,7 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 	if e.endpoint, e.local, err = endpointFromEnv(getenv); err != nil {
 		return e, true, err
 	}
-	e.shared = e.local > 1
-	if e.shared && e.driver == "afxdp" {
+	if e.sharesNIC() && e.driver == "afxdp" {
 		return e, true, fmt.Errorf("%w: ranks share this host's NICs, which the afxdp driver cannot (one XDP socket per queue): use afpacket", ErrEnvironment)
 	}
 	if s := getenv("MPLITE_XDP_QUEUE"); s != "" {
@@ -233,7 +230,7 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 		case "afxdp":
 			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
 		default:
-			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.shared, NoRing: e.noRing,
+			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.sharesNIC(), NoRing: e.noRing,
 				RingSize: ringSize(max(e.local, ranksPerCPU(e.size, cfg.sharedCPUs)))})
 		}
 		if err != nil {
@@ -405,6 +402,10 @@ func NewLocalWorld(n int, opts ...Option) ([]*Comm, error) {
 	}
 	return comms, nil
 }
+
+// sharesNIC reports that other ranks of the job use this rank's NICs
+// (afpacket.Config.Shared).
+func (e *envConfig) sharesNIC() bool { return e.local > 1 }
 
 // ringSize is the AF_PACKET receive ring of one of n ranks that share a
 // NIC, or a CPU: the default ring divided among them, but at least

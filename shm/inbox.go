@@ -249,11 +249,7 @@ func (r *Ring) OwnerReads() bool { return load32(r.hdr, offOwnerReads) == 1 }
 // rarely.
 func (r *Ring) head() uint64 { return load64(r.hdr, offHead) }
 
-func (r *Ring) slot(seq uint64) []byte {
-	size := r.cfg.slotSize()
-	o := int(seq&uint64(r.cfg.Slots-1)) * size
-	return r.slots[o : o+size : o+size]
-}
+func (r *Ring) slot(seq uint64) []byte { return r.cfg.slotOf(r.slots, seq) }
 
 // Ready reports an entry waiting. It may be called from any goroutine.
 func (r *Ring) Ready() bool {

@@ -91,6 +91,13 @@ func (c Config) slotSize() int { return (EntryHeaderSize + c.SlotData + 63) &^ 6
 
 func (c Config) ringSize() int { return ringHeaderSize + c.Slots*c.slotSize() }
 
+// slotOf is the slot of entry seq in a ring's slots, for either end.
+func (c Config) slotOf(slots []byte, seq uint64) []byte {
+	size := c.slotSize()
+	o := int(seq&uint64(c.Slots-1)) * size
+	return slots[o : o+size : o+size]
+}
+
 func (c Config) fileSize() int { return headerSize + c.Rings*c.ringSize() }
 
 func (c Config) check() error {

@@ -174,11 +174,7 @@ func (o *Outbox) room() bool {
 
 func (o *Outbox) slot() []byte { return o.slotAt(o.tail) }
 
-func (o *Outbox) slotAt(seq uint64) []byte {
-	size := o.cfg.slotSize()
-	i := int(seq&uint64(o.cfg.Slots-1)) * size
-	return o.slots[i : i+size : i+size]
-}
+func (o *Outbox) slotAt(seq uint64) []byte { return o.cfg.slotOf(o.slots, seq) }
 
 // Commit publishes the entry in the slot Reserve returned (for Send and
 // Write, its Length bytes of data are already there; Data is ignored) and

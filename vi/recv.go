@@ -351,6 +351,10 @@ func (v *VI) placeUnreliable(now reliability.Time, h *reliability.Header, payloa
 // updateLimit advertises the receives posted beyond the next message.
 func (v *VI) updateLimit(now reliability.Time) {
 	if v.conn != nil {
-		v.conn.SetRecvLimit(now, v.recvMsn+uint32(v.rq.Back()-v.rqNext))
+		v.conn.SetRecvLimit(now, v.recvLimit())
 	}
 }
+
+// recvLimit is the credit limit the posted receives give the peer: the
+// next message number to complete plus the receives posted beyond it.
+func (v *VI) recvLimit() uint32 { return v.recvMsn + uint32(v.rq.Back()-v.rqNext) }

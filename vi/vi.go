@@ -349,7 +349,7 @@ func (v *VI) PostRecv(d *descriptors.Descriptor) error {
 	if v.conn != nil {
 		// The clock only if the limit's acknowledgement must be timed
 		// or something must go out: a receive is posted per message.
-		v.conn.SetRecvLimitClock(p.now, v.recvMsn+uint32(v.rq.Back()-v.rqNext))
+		v.conn.SetRecvLimitClock(p.now, v.recvLimit())
 		if v.conn.Pending() {
 			p.service(v, p.now())
 			p.sendTx()
