@@ -4,7 +4,7 @@
 # the same link: two network namespaces joined by one veth pair, or with
 # -rate by a rate-limited switch. Needs root, Debian's mpich and libmpich-dev, Go.
 #
-#   [DRIVER=afpacket|afxdp] [TBF_BURST=32kb] bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N] [-rounds N]
+#   [DRIVER=auto|afpacket|afxdp] [TBF_BURST=32kb] bench/embedding.sh [-rate 1gbit] [-mtu 1500] [-reps N] [-rounds N]
 #
 # Prints each run (bytes, one-way latency in us, bandwidth in MB/s), the two
 # libraries interleaved over -rounds rounds, then the medians side by side.
@@ -131,7 +131,7 @@ mpich() {
 }
 ethervia() {
 	hydra -genv LD_LIBRARY_PATH "$work/lib" -genv MPLITE_IFACES ev0 -genv MPLITE_JOB 0x$$ -genv GOMAXPROCS 1 \
-		-genv MPLITE_DRIVER "${DRIVER:-afpacket}" "$@"
+		-genv MPLITE_DRIVER "${DRIVER:-auto}" "$@"
 }
 for r in $(seq "$rounds"); do
 	echo "== round $r: MPICH (TCP over ev0), then Ethervia libmpich.so.12 (raw Ethernet over ev0)"

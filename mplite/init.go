@@ -14,7 +14,6 @@ import (
 	"github.com/ethervia/ethervia/mplite/pmi"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/nic/afpacket"
-	"github.com/ethervia/ethervia/nic/afxdp"
 	"github.com/ethervia/ethervia/nic/auth"
 	"github.com/ethervia/ethervia/nic/memnic"
 )
@@ -63,6 +62,7 @@ type envConfig struct {
 	// (MPLITE_XDP_QUEUE) and whether to ask for a flow rule that steers
 	// our EtherType there (MPLITE_XDP_FLOWRULE=1).
 	xdpQueue    int
+	xdpQueueSet bool
 	xdpFlowRule bool
 	noRing      bool // MPLITE_AFPACKET_RING=0: recvmmsg(2) instead of the receive ring
 }
@@ -116,17 +116,17 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 		e.driver = getenv("MPLITE_DRIVER")
 	}
 	if e.driver == "" {
-		e.driver = "afpacket"
+		e.driver = driverAuto
 	}
-	if e.driver != "afpacket" && e.driver != "afxdp" {
-		return e, true, fmt.Errorf("%w: MPLITE_DRIVER=%q (afpacket or afxdp)", ErrEnvironment, e.driver)
+	if !knownDriver(e.driver) {
+		return e, true, fmt.Errorf("%w: MPLITE_DRIVER=%q (auto, afpacket or afxdp)", ErrEnvironment, e.driver)
 	}
 	e.hostfile = getenv("MPLITE_HOSTFILE")
 	var err error
 	if e.endpoint, e.local, err = endpointFromEnv(getenv); err != nil {
 		return e, true, err
 	}
-	if e.sharesNIC() && e.driver == "afxdp" {
+	if e.sharesNIC() && e.driver == driverAFXDP {
 		return e, true, fmt.Errorf("%w: ranks share this host's NICs, which the afxdp driver cannot (one XDP socket per queue): use afpacket", ErrEnvironment)
 	}
 	if s := getenv("MPLITE_XDP_QUEUE"); s != "" {
@@ -134,7 +134,7 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 		if err != nil || q < 0 {
 			return e, true, fmt.Errorf("%w: MPLITE_XDP_QUEUE=%q is not a queue number", ErrEnvironment, s)
 		}
-		e.xdpQueue = q
+		e.xdpQueue, e.xdpQueueSet = q, true
 	}
 	switch s := getenv("MPLITE_XDP_FLOWRULE"); s {
 	case "", "0":
@@ -169,8 +169,10 @@ func readEnv(ctx context.Context, getenv func(string) string, cfg *config, l *pm
 // launcher reached us on, else the one of the default route, else the only
 // Ethernet interface that is up. MPLITE_JOB is the job key; without it the
 // key is derived from the launcher's job identity (the PMI job id, Slurm's
-// job and step, Open MPI's job id). MPLITE_DRIVER picks afpacket (the
-// default) or afxdp; for afxdp, MPLITE_XDP_QUEUE is the receive queue to
+// job and step, Open MPI's job id). MPLITE_DRIVER picks the frame driver:
+// auto (the default) takes afxdp for a rank alone on its host (the
+// launcher's local size is 1) and afpacket for ranks that share their
+// NICs, or wherever afxdp does not open; afpacket or afxdp force one. For afxdp, MPLITE_XDP_QUEUE is the receive queue to
 // bind (default 0) and MPLITE_XDP_FLOWRULE=1 asks the NIC for a rule that
 // steers our EtherType to it (afxdp.Config.FlowRule). The devices are opened in the process's network
 // namespace. Every rank's address is then read from MPLITE_HOSTFILE if set,
@@ -218,26 +220,14 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 	}
 	cfg.jobKey = e.job
 	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job, Endpoint: e.endpoint}
-	devs := make([]nic.Device, 0, len(e.ifaces))
+	devs, _, err := openDevices(e.ifaces, driverOrder(e.driver, e.sharesNIC(), e.driver != driverAuto || e.xdpQueueKnown()), deviceOpener(e, ncfg, &cfg))
+	if err != nil {
+		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
+	}
 	closeDevs := func() {
 		for _, d := range devs {
 			d.Close()
 		}
-	}
-	for _, iface := range e.ifaces {
-		var dev nic.Device
-		switch e.driver {
-		case "afxdp":
-			dev, err = afxdp.Open(afxdp.Config{Config: ncfg, Iface: iface, Queue: e.xdpQueue, FlowRule: e.xdpFlowRule})
-		default:
-			dev, err = afpacket.Open(afpacket.Config{Config: ncfg, Iface: iface, Shared: e.sharesNIC(), NoRing: e.noRing,
-				RingSize: ringSize(max(e.local, ranksPerCPU(e.size, cfg.sharedCPUs)))})
-		}
-		if err != nil {
-			closeDevs()
-			return nil, fmt.Errorf("mplite rank %d: init: %s: %w", e.rank, iface, err)
-		}
-		devs = append(devs, dev)
 	}
 	// With a secret at hand even the discovery is authenticated; under a
 	// launcher without one, rank 0's comes with the addresses.

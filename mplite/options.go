@@ -411,12 +411,12 @@ func WithDiscoveryTimeout(d time.Duration) Option {
 	}
 }
 
-// WithDriver chooses Init's frame driver, "afpacket" or "afxdp",
-// overriding MPLITE_DRIVER.
+// WithDriver chooses Init's frame driver, "auto", "afpacket" or "afxdp",
+// overriding MPLITE_DRIVER (see Init).
 func WithDriver(name string) Option {
 	return func(c *config) error {
-		if name != "afpacket" && name != "afxdp" {
-			return fmt.Errorf("mplite: unknown driver %q (afpacket or afxdp)", name)
+		if !knownDriver(name) {
+			return fmt.Errorf("mplite: unknown driver %q (auto, afpacket or afxdp)", name)
 		}
 		c.driver = name
 		return nil
