@@ -45,6 +45,17 @@ static int ev_isend_wait(void *sbuf, void *rbuf, int count, MPI_Datatype dt, int
 	return 0;
 }
 
+// ev_recv_status receives count elements of dt from src with tag into buf
+// with a status, and writes the status's source, tag and byte count and the
+// return code to out.
+static void ev_recv_status(void *buf, int count, MPI_Datatype dt, int src, int tag, int *out) {
+	MPI_Status st;
+	out[3] = MPI_Recv(buf, count, dt, src, tag, 0x44000000, &st);
+	out[0] = st.MPI_SOURCE;
+	out[1] = st.MPI_TAG;
+	out[2] = st.count_lo;
+}
+
 // ev_column is a committed MPI_Type_vector of count doubles, every other
 // one: a column of a two-column matrix, the halo of a stencil code.
 static int ev_column(int count, MPI_Datatype *t) {
@@ -111,4 +122,13 @@ func cTypedExchange(sbuf, rbuf unsafe.Pointer, t C.MPI_Datatype, iters int) int 
 // cExchange is cPingPong with MPI_Irecv, MPI_Isend and MPI_Waitall.
 func cExchange(sbuf, rbuf unsafe.Pointer, count, iters int) int {
 	return int(C.ev_isend_wait(sbuf, rbuf, C.int(count), mpiByte, C.int(iters)))
+}
+
+// cRecvStatus calls MPI_Recv from C with a status, on MPI_COMM_WORLD, of
+// count elements of t from src with tag, and returns the status's source,
+// tag and byte count and the return code.
+func cRecvStatus(buf unsafe.Pointer, count int, t C.MPI_Datatype, src, tag int) (source, gotTag, bytes, rc int) {
+	var out [4]C.int
+	C.ev_recv_status(buf, C.int(count), t, C.int(src), C.int(tag), &out[0])
+	return int(out[0]), int(out[1]), int(out[2]), int(out[3])
 }

@@ -257,6 +257,9 @@ func (l *library) drop(q *request) {
 
 // send is MPI_Send (and MPI_Rsend: a ready send may be a standard send).
 func send(fn string, buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm) C.int {
+	if rc, ok := sendSimple(fn, buf, count, dt, dest, tag, comm); ok {
+		return rc
+	}
 	ce, b, err := p2pView(buf, count, dt, tag, false, comm)
 	if err != nil || dest == procNull {
 		b.release()
@@ -365,6 +368,9 @@ func PMPI_Bsend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.
 func PMPI_Recv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, stArg C.uintptr_t) (mpirc C.int) {
 	defer guard("MPI_Recv", &mpirc)
 	st := statusPtr(stArg)
+	if rc, ok := recvSimple(buf, count, dt, src, tag, comm, st); ok {
+		return rc
+	}
 	ce, b, err := p2pView(buf, count, dt, tag, true, comm)
 	if err != nil {
 		return retc(comm, "MPI_Recv", err)
@@ -476,11 +482,7 @@ func PMPI_Issend(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C
 // of a layout, without a staging copy).
 func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Request, error),
 	buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, dest, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) C.int {
-	view := p2pArgs
-	if start == nil {
-		view = p2pView
-	}
-	ce, b, err := view(buf, count, dt, tag, false, comm)
+	ce, b, err := isendBuf(start == nil, buf, count, dt, tag, comm)
 	if err != nil {
 		return retc(comm, fn, err)
 	}
@@ -504,7 +506,7 @@ func isend(fn string, start func(*mplite.Comm, []byte, int, int) (*mplite.Reques
 //export PMPI_Irecv
 func PMPI_Irecv(buf unsafe.Pointer, count C.int, dt C.MPI_Datatype, src, tag C.int, comm C.MPI_Comm, req *C.MPI_Request) (mpirc C.int) {
 	defer guard("MPI_Irecv", &mpirc)
-	ce, b, err := p2pView(buf, count, dt, tag, true, comm)
+	ce, b, err := irecvBuf(buf, count, dt, tag, comm)
 	if err != nil {
 		return retc(comm, "MPI_Irecv", err)
 	}
