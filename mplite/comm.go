@@ -232,6 +232,11 @@ type Stats struct {
 	// down when the connection opened) and came back.
 	Rails                        int
 	RailFailures, RailReconnects uint64
+	// Driver is the frame driver Init opened the rank's NICs with,
+	// "afxdp" or "afpacket" (see Init for how the default chooses); empty
+	// for devices the caller opened (NewComm, NewBondedComm) and worlds
+	// without a network.
+	Driver string
 }
 
 // NewComm builds the world communicator of rank over an opened device,
@@ -454,6 +459,9 @@ func (c *Comm) Stats() Stats {
 		s.CacheMisses = ss.Misses + rs.Misses
 	}
 	s.Rails = max(1, len(c.devs))
+	if c.ownDev {
+		s.Driver = c.cfg.driver
+	}
 	for _, p := range c.peers {
 		if p.v != nil {
 			f, r := p.v.railEvents()

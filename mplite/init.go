@@ -220,10 +220,11 @@ func initWith(ctx context.Context, l *pmi.Client, cfg config) (*Comm, error) {
 	}
 	cfg.jobKey = e.job
 	ncfg := nic.Config{EtherType: cfg.etherType, JobKey: e.job, Endpoint: e.endpoint}
-	devs, _, err := openDevices(e.ifaces, driverOrder(e.driver, e.sharesNIC(), e.driver != driverAuto || e.xdpQueueKnown()), deviceOpener(e, ncfg, &cfg))
+	devs, driver, err := openDevices(e.ifaces, driverOrder(e.driver, e.sharesNIC(), e.driver != driverAuto || e.xdpQueueKnown()), deviceOpener(e, ncfg, &cfg))
 	if err != nil {
 		return nil, fmt.Errorf("mplite rank %d: init: %w", e.rank, err)
 	}
+	cfg.driver = driver // Stats.Driver
 	closeDevs := func() {
 		for _, d := range devs {
 			d.Close()

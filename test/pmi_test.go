@@ -217,6 +217,8 @@ func TestHydraPMI(t *testing.T) {
 			t.Fatalf("mpiexec failed: %v\n%s", err, out)
 		}
 		wantOK(t, out, 2*n, 2*n, `mpitest: rank %d of %d: ok`)
+		// Ranks that share a NIC take AF_PACKET by default.
+		wantOK(t, out, 2*n, 2*n, `mpitest: rank %d of %d: driver afpacket`)
 		if got := bc.Stop(); got != 0 {
 			t.Errorf("%d broadcasts on the wire, want none", got)
 		}
@@ -234,6 +236,9 @@ func TestHydraPMI(t *testing.T) {
 				t.Fatalf("mpiexec failed: %v\n%s", err, out)
 			}
 			wantOK(t, out, n, n, `mpitest: rank %d of %d: ok`)
+			// Alone on its host (Hydra's local size is 1), on a veth of
+			// one receive queue, a rank takes AF_XDP by default.
+			wantOK(t, out, n, n, `mpitest: rank %d of %d: driver afxdp`)
 			if got := bc.Stop(); got != 0 {
 				t.Errorf("%d broadcasts on the wire, want none (addresses come from the KVS)", got)
 			}
@@ -359,6 +364,9 @@ func TestRankWithCapabilities(t *testing.T) {
 			out.Write(r.out.Bytes())
 		}
 		wantOK(t, out.String(), n, n, `mpitest: rank %d of %d: ok`)
+		// AF_XDP needs CAP_BPF and CAP_NET_ADMIN besides: the default
+		// driver falls back to AF_PACKET.
+		wantOK(t, out.String(), n, n, `mpitest: rank %d of %d: driver afpacket`)
 		if t.Failed() {
 			t.Logf("output:\n%s", out.String())
 		}

@@ -109,6 +109,9 @@ func run(args []string) int {
 	if st.Rails > 1 {
 		fmt.Printf("mpitest: %s: rails %d, rail failures %d, reconnects %d\n", who, st.Rails, st.RailFailures, st.RailReconnects)
 	}
+	if st.Driver != "" {
+		fmt.Printf("mpitest: %s: driver %s\n", who, st.Driver)
+	}
 	if st.SharedMemory > 0 {
 		fmt.Printf("mpitest: %s: %d entries through shared memory\n", who, st.SharedMemory)
 	}
