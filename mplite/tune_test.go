@@ -120,8 +120,9 @@ func TestSelector(t *testing.T) {
 	}
 	// On a switch of known line rate (100 Mbit/s: 80 ns a byte against
 	// the default's 0.8) the selector takes multicast for a large Bcast,
-	// the pairwise exchange for every large Alltoall, and the tree below
-	// mcastAutoMin; without the rate it never takes multicast.
+	// the phased schedule for a large Alltoall and the linear exchange for
+	// blocks below the phased threshold, and the tree below mcastAutoMin;
+	// without the rate it never takes multicast.
 	for _, tc := range []struct {
 		rate       uint64
 		coll, want string
@@ -132,7 +133,11 @@ func TestSelector(t *testing.T) {
 		{0, "bcast", "binomial", 1 << 20},
 		{100e6, "alltoall", "phased", 1 << 20},
 		{0, "alltoall", "pairwise", 1 << 20},
-		{100e6, "alltoall", "pairwise", 1 << 10},
+		{100e6, "alltoall", "linear", 1 << 10},
+		{100e6, "alltoall", "linear", 4 << 10},
+		{100e6, "alltoallv", "linear", 1 << 10},
+		{1e9, "alltoall", "linear", 4 << 10},
+		{1e9, "alltoall", "pairwise", 16 << 10},
 		{100e6, "reduce", "pipeline", 64 << 10},
 		{100e6, "bcast", "mcast-nak", 64 << 10},
 		{100e6, "alltoall", "phased", 64 << 10},
