@@ -21,7 +21,9 @@
 # SIZES (1,1024,65536,1048576), COLLS (bcast,allgather,alltoall,allreduce),
 # RATE (none; tc style such as 100mbit or 1gbit): a tbf on every switch port
 # towards its host, sized as the testbed sizes it for mprun -rate (bucket 5 ms
-# of the rate but at least two frames, queue the bucket plus 50 ms).
+# of the rate but at least two frames, queue the bucket plus 50 ms);
+# DUPLEX=1 shapes what each host sends into its port the same way (mprun
+# -duplex), as a full-duplex link of that rate.
 # LIMIT (600): seconds mpirun may run before it is killed (the script then
 # fails). With more ranks than CPUs, Open MPI's ranks yield when idle, as ours do.
 # Needs root, iproute2, openmpi-bin and libopenmpi-dev (mpicc).
@@ -35,6 +37,7 @@ SECS=${SECS:-2}
 SIZES=${SIZES:-1,1024,65536,1048576}
 COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
 RATE=${RATE:-}
+DUPLEX=${DUPLEX:-0}
 here=$(cd "$(dirname "$0")" && pwd)
 ns=bench-coll$$-
 sw=${ns}sw
@@ -96,6 +99,16 @@ while [ "$i" -lt "$HOSTS" ]; do
 	ip -n "$sw" link set port$i mtu "$MTU" master br0 up
 	if [ -n "$RATE" ]; then
 		ip netns exec "$sw" tc qdisc add dev port$i root tbf rate "${rate}bps" burst "$burst" limit "$limit"
+		if [ "$DUPLEX" = 1 ]; then
+			# What the host sends, shaped the same way before the bridge
+			# (an ifb behind the port's ingress), as mprun -duplex does.
+			ip -n "$sw" link add name q$i type ifb
+			ip -n "$sw" link set dev q$i up
+			ip netns exec "$sw" tc qdisc add dev q$i root tbf rate "${rate}bps" burst "$burst" limit "$limit"
+			ip netns exec "$sw" tc qdisc add dev port$i handle ffff: ingress
+			ip netns exec "$sw" tc filter add dev port$i parent ffff: protocol all u32 match u32 0 0 \
+				action mirred egress redirect dev q$i
+		fi
 	fi
 	prog="$work/ompi_coll $SECS $SIZES $COLLS"
 	n=$PPN

@@ -41,7 +41,8 @@ func (tb *Testbed) port(host, rail int) (port, error) {
 }
 
 // SetRate limits the traffic towards host on rail to bitsPerSec with a tbf
-// on the port's egress (Switch: the bridge port; Pair: the peer's veth). 0
+// on the port's egress (Switch: the bridge port; Pair: the peer's veth),
+// and with Config.Duplex the traffic from host into the port as well. 0
 // removes the limit.
 func (tb *Testbed) SetRate(host, rail int, bitsPerSec uint64) error {
 	tb.mu.Lock()
@@ -69,6 +70,9 @@ func (tb *Testbed) setRate(host, rail int, bitsPerSec uint64) error {
 		if err := nl.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("testbed %s: remove rate of %s: %w", p.rateSp.name, p.rateLink, err)
 		}
+		if tb.cfg.Duplex {
+			return tb.setIngressRate(p.rateSp, p.rateLink, l, 0)
+		}
 		return nil
 	}
 	q, err := tbfParams(bitsPerSec, tb.cfg.MTU)
@@ -78,6 +82,11 @@ func (tb *Testbed) setRate(host, rail int, bitsPerSec uint64) error {
 	q.LinkIndex = l.Attrs().Index
 	if err := nl.QdiscReplace(q); err != nil {
 		return fmt.Errorf("testbed %s: rate %s on %s: %w", p.rateSp.name, FormatRate(bitsPerSec), p.rateLink, err)
+	}
+	if tb.cfg.Duplex {
+		if err := tb.setIngressRate(p.rateSp, p.rateLink, l, bitsPerSec); err != nil {
+			return fmt.Errorf("testbed: host %d rail %d: %w", host, rail, err)
+		}
 	}
 	return nil
 }

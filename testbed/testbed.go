@@ -104,6 +104,12 @@ type Config struct {
 	// NoIPv4 leaves the host interfaces without IPv4 addresses. Setting it
 	// together with IPv4 is an error.
 	NoIPv4 bool
+	// Duplex makes a port's rate limit (Rate, RailRates, SetRate) shape
+	// both directions, as a full-duplex link of that rate: what the host
+	// sends into the port as well as what the port sends to the host.
+	// Without it only the direction towards the host is limited, and a
+	// host sends at the veth's speed.
+	Duplex bool
 	// FaultEtherType is the EtherType the fault injector acts on; other
 	// frames pass untouched. 0 means nic.DefaultEtherType. Use AllEtherTypes
 	// to fault every frame.

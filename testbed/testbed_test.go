@@ -1415,3 +1415,43 @@ func TestNetnsDirSurvivesIPNetnsAdd(t *testing.T) {
 		t.Errorf("close after ip netns add: %v", err)
 	}
 }
+
+// TestDuplexRate: a rate on host 0's port limits what host 0 sends only
+// with Config.Duplex; removing the rate removes both directions' shaping.
+func TestDuplexRate(t *testing.T) {
+	needRoot(t)
+	const n = 2 << 20
+	const rate = 50_000_000
+	// As in TestSetRate: 2 MB at 50 mbit/s needs 0.34 s.
+	const floor = 200 * time.Millisecond
+	for _, topo := range []Topology{Pair, Switch} {
+		for _, duplex := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/duplex=%v", topo, duplex), func(t *testing.T) {
+				tb := build(t, Config{Hosts: 2, Topology: topo, Duplex: duplex})
+				if err := tb.SetRate(0, 0, rate); err != nil {
+					t.Fatal(err)
+				}
+				d, err := tcpTransfer(tb.Host(0), tb.Host(1), 0, n) // host 0 sends
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("host 0 sent 2 MB through its 50mbit port in %v", d)
+				if duplex && d < floor {
+					t.Errorf("duplex: 2 MB sent through a 50mbit port took %v, want at least %v", d, floor)
+				}
+				if !duplex && d >= floor {
+					t.Errorf("one-way shaping: host 0's sending took %v, as if shaped", d)
+				}
+				if err := tb.SetRate(0, 0, 0); err != nil {
+					t.Fatal(err)
+				}
+				if d, err = tcpTransfer(tb.Host(0), tb.Host(1), 0, n); err != nil {
+					t.Fatal(err)
+				}
+				if d >= floor {
+					t.Errorf("rate removed: 2 MB took %v, as if still shaped", d)
+				}
+			})
+		}
+	}
+}

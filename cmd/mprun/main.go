@@ -79,6 +79,7 @@ type options struct {
 	flapHost      int
 	railDown      string // R@AT: every port of rail R goes down for good at AT
 	hostRate      string // H=RATE,...: host H's ports at their own rate
+	duplex        bool   // rate limits shape what hosts send too
 	timeout       time.Duration
 	grace         time.Duration
 	discover      bool
@@ -128,6 +129,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.dup, "dup", 0, "probability that a switch port sends an Ethervia frame twice")
 	fs.StringVar(&o.flap, "flap", "", "AT+FOR: take one host's switch port (rail 0) down AT after the start, for FOR (e.g. 2s+1s)")
 	fs.IntVar(&o.flapHost, "flap-host", -1, "the host -flap takes down (default: the last)")
+	fs.BoolVar(&o.duplex, "duplex", false, "rate limits (-rate, -host-rate) shape both directions of a port, as a full-duplex link: what a host sends as well as what it receives (default: only towards the host)")
 	fs.StringVar(&o.hostRate, "host-rate", "", "H=RATE[,H=RATE...]: the switch ports towards host H (every rail) at RATE instead of -rate's, e.g. 3=25mbit for one slow receiver")
 	fs.StringVar(&o.railDown, "rail-down", "", "R@AT or R@BYTES: take every switch port of rail R down for good AT after the start (1@3s), or once the hosts have sent BYTES on it (1@8MiB)")
 	fs.StringVar(&o.driver, "driver", "auto", "frame driver: afpacket, afxdp, or auto (afxdp where it can serve and pays: one rank per host, MTU at most 3506, at most 4 ranks per CPU; else afpacket)")
@@ -138,7 +140,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.bind, "bind", "auto", "auto: bind each rank to a CPU of its own when there are at least as many CPUs as ranks (as Open MPI binds to cores); none: leave placement to the kernel")
 	fs.BoolVar(&o.sweep, "sweep", false, "remove the namespaces (and their links) that Ethervia testbeds of dead processes left behind, then exit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] [-bind auto|none] [-discover] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
+		fmt.Fprintln(stderr, "usage: mprun -np N [-nics K] [-rate RATE] [-host-rate H=RATE] [-duplex] [-mtu M] [-drop P] [-corrupt P] [-dup P] [-flap AT+FOR] [-rail-down R@AT|R@BYTES] [-driver D] [-bind auto|none] [-discover] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -n N -hostfile FILE [-launcher CMD] [-ppn P] [-genv NAME VALUE] [-x NAME] -- PROG ARGS...")
 		fmt.Fprintln(stderr, "       mprun -sweep")
 		fs.PrintDefaults()
@@ -362,7 +364,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // job builds the testbed, runs the ranks and always tears the testbed down.
 func job(ctx context.Context, o options, prog string, stdout, stderr io.Writer) (err error) {
-	cfg := testbed.Config{Hosts: o.hosts(), Rails: o.nics, Topology: testbed.Switch, MTU: o.mtu, Name: "mprun"}
+	cfg := testbed.Config{Hosts: o.hosts(), Rails: o.nics, Topology: testbed.Switch, MTU: o.mtu, Name: "mprun", Duplex: o.duplex}
 	if o.hosts() == 1 {
 		// A single rank still gets a NIC: a switch of one port is fine,
 		// but testbed wants two hosts, so build two and use one.
