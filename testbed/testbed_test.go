@@ -440,13 +440,18 @@ func TestNoIPv4(t *testing.T) {
 	}
 }
 
+// The rate tests move n bytes through a port limited to rate: 2 MB at 50
+// mbit/s needs 0.34 s; the bucket lets 5 ms of it through at once, so
+// anything under floor means the limit did not act.
+const (
+	rateTestBytes = 2 << 20
+	rateTestRate  = 50_000_000
+	rateTestFloor = 200 * time.Millisecond
+)
+
 func TestSetRate(t *testing.T) {
 	needRoot(t)
-	const n = 2 << 20
-	const rate = 50_000_000
-	// 2 MB at 50 mbit/s needs 0.34 s; the bucket lets 5 ms of it through
-	// at once, so anything under 0.2 s means the limit did not act.
-	const floor = 200 * time.Millisecond
+	const n, rate, floor = rateTestBytes, rateTestRate, rateTestFloor
 	for _, topo := range []Topology{Pair, Switch} {
 		t.Run(topo.String(), func(t *testing.T) {
 			tb := build(t, Config{Hosts: 2, Topology: topo})
@@ -1420,10 +1425,7 @@ func TestNetnsDirSurvivesIPNetnsAdd(t *testing.T) {
 // with Config.Duplex; removing the rate removes both directions' shaping.
 func TestDuplexRate(t *testing.T) {
 	needRoot(t)
-	const n = 2 << 20
-	const rate = 50_000_000
-	// As in TestSetRate: 2 MB at 50 mbit/s needs 0.34 s.
-	const floor = 200 * time.Millisecond
+	const n, rate, floor = rateTestBytes, rateTestRate, rateTestFloor
 	for _, topo := range []Topology{Pair, Switch} {
 		for _, duplex := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/duplex=%v", topo, duplex), func(t *testing.T) {
