@@ -63,6 +63,7 @@ func TestGenvAndX(t *testing.T) {
 		{"-ppn", "2", "-driver", "afxdp", "--", "prog"},
 		{"-ppn", "-1", "--", "prog"},
 		{"-hostfile", "h", "-nics", "2", "--", "prog"},
+		{"-hostfile", "h", "-duplex", "--", "prog"},
 		{"-hostfile", "h", "-launcher", " ", "--", "prog"},
 		{"-genv", "=x", "--", "prog"},
 	} {

@@ -22,8 +22,8 @@ import (
 // switch features do not apply to real hosts.
 func (o options) checkRemote() error {
 	switch {
-	case o.nics != 1 || o.rate != "" || o.hostRate != "" || o.faulty() || o.flap != "" || o.railDown != "" || o.discover:
-		return errors.New("mprun: -hostfile runs on real hosts: -nics, -rate, -host-rate, faults, -flap, -rail-down and -discover are testbed options (give each rank MPLITE_IFACES with -genv for several rails)")
+	case o.nics != 1 || o.rate != "" || o.hostRate != "" || o.duplex || o.faulty() || o.flap != "" || o.railDown != "" || o.discover:
+		return errors.New("mprun: -hostfile runs on real hosts: -nics, -rate, -host-rate, -duplex, faults, -flap, -rail-down and -discover are testbed options (give each rank MPLITE_IFACES with -genv for several rails)")
 	case strings.TrimSpace(o.launcher) == "":
 		return errors.New("mprun: -launcher is empty")
 	}
