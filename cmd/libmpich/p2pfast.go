@@ -20,20 +20,21 @@ import (
 
 // simpleBuf returns the communicator and the bytes of count elements of dt
 // at p when dt is a predefined datatype with a size; ok is false when the
-// call needs the general path.
+// call needs the general path. (Moving this shortcut into p2pBuf, for
+// every caller, measured 5-15 % slower on NPmpich2's 1-byte round trip
+// between two ranks of a host than these dedicated paths.)
 func simpleBuf(p unsafe.Pointer, count C.int, dt C.MPI_Datatype, comm C.MPI_Comm) (ce *commEntry, b []byte, ok bool) {
-	if !isBuiltin(dt) || count < 0 {
+	if !isBuiltin(dt) {
 		return nil, nil, false
 	}
-	size := int(uint32(dt)>>8) & 0xff // typeSize's rule for predefined types
-	if size == 0 {
-		return nil, nil, false
-	}
-	ce, err := lib.comm(comm)
+	n, err := bufLen(count, dt)
 	if err != nil {
 		return nil, nil, false
 	}
-	return ce, goBytes(p, int(count)*size), true
+	if ce, err = lib.comm(comm); err != nil {
+		return nil, nil, false
+	}
+	return ce, goBytes(p, n), true
 }
 
 // sendSimple is MPI_Send's common case; ok is false when the call needs
