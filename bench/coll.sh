@@ -14,7 +14,9 @@
 # point swing by 20-40 % on this VM, enough to reorder algorithms).
 # Env: SECS (timed seconds per point, both sides; 2), NP (8), MTU (1500), RATE (per switch port, tc
 # style such as 100mbit; both sides get the same tbf: ompi-collectives.sh's RATE, mprun -rate), DUPLEX
-# (1: the rate shapes what hosts send too, mprun -duplex and ompi-collectives.sh's DUPLEX), DRIVER (afxdp: its polls are memory reads, where AF_PACKET's are system calls),
+# (1: the rate shapes what hosts send too, mprun -duplex and ompi-collectives.sh's DUPLEX),
+# SYNC (1: every call timed alone after an untimed barrier, collbench -sync and
+# ompi-collectives.sh's SYNC; default back-to-back calls), DRIVER (afxdp: its polls are memory reads, where AF_PACKET's are system calls),
 # TUNE (collbench -tune: "measure" or a tuning file; default the built-in model),
 # COLLS (bcast,allgather,alltoall,allreduce), SIZES (1,1024,65536,1048576),
 # OMPI_OUT (reuse a file of ompi-collectives.sh output instead of running it), OUT (work dir).
@@ -28,6 +30,7 @@ NP=${NP:-8}
 MTU=${MTU:-1500}
 RATE=${RATE:-}
 DUPLEX=${DUPLEX:-0}
+SYNC=${SYNC:-0}
 DRIVER=${DRIVER:-afxdp}
 TUNE=${TUNE:-}
 COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
@@ -42,7 +45,7 @@ if [ -n "${OMPI_OUT:-}" ]; then
 else
 	: >"$OUT/ompi.out"
 	for r in $(seq "$ROUNDS"); do
-		SECS=$SECS NP=$NP MTU=$MTU RATE=$RATE DUPLEX=$DUPLEX SIZES=$SIZES COLLS=$COLLS sh "$bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
+		SECS=$SECS NP=$NP MTU=$MTU RATE=$RATE DUPLEX=$DUPLEX SYNC=$SYNC SIZES=$SIZES COLLS=$COLLS sh "$bench/ompi-collectives.sh" >>"$OUT/ompi.out" 2>"$OUT/ompi.err" || {
 			cat "$OUT/ompi.err" >&2
 			echo "coll.sh: ompi-collectives.sh failed (round $r)" >&2
 			exit 1
@@ -53,11 +56,13 @@ echo "coll.sh: Open MPI done ($(grep -c -E '^(coll=|ompi )' "$OUT/ompi.out") poi
 
 tune=()
 [ -n "$TUNE" ] && tune=(-tune "$TUNE")
+sync=()
+[ "$SYNC" = 1 ] && sync=(-sync)
 rate=()
 [ -n "$RATE" ] && rate=(-rate "$RATE")
 [ "$DUPLEX" = 1 ] && rate+=(-duplex)
 "$OUT/mprun" -np "$NP" -mtu "$MTU" "${rate[@]}" -driver "$DRIVER" -timeout 30m -- \
-	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -secs "$(python3 -c "print($SECS*$ROUNDS)")" -rounds "$ROUNDS" "${tune[@]}" \
+	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -secs "$(python3 -c "print($SECS*$ROUNDS)")" -rounds "$ROUNDS" "${tune[@]}" "${sync[@]}" \
 	>"$OUT/ours.out" 2>"$OUT/ours.err" || {
 	tail -30 "$OUT/ours.err" >&2
 	echo "coll.sh: collbench failed" >&2

@@ -24,6 +24,7 @@
 # of the rate but at least two frames, queue the bucket plus 50 ms);
 # DUPLEX=1 shapes what each host sends into its port the same way (mprun
 # -duplex), as a full-duplex link of that rate.
+# SYNC=1 times every call alone after an untimed barrier (collbench -sync).
 # LIMIT (600): seconds mpirun may run before it is killed (the script then
 # fails). With more ranks than CPUs, Open MPI's ranks yield when idle, as ours do.
 # Needs root, iproute2, openmpi-bin and libopenmpi-dev (mpicc).
@@ -38,6 +39,7 @@ SIZES=${SIZES:-1,1024,65536,1048576}
 COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
 RATE=${RATE:-}
 DUPLEX=${DUPLEX:-0}
+SYNC=${SYNC:-0}
 here=$(cd "$(dirname "$0")" && pwd)
 ns=bench-coll$$-
 sw=${ns}sw
@@ -111,6 +113,7 @@ while [ "$i" -lt "$HOSTS" ]; do
 		fi
 	fi
 	prog="$work/ompi_coll $SECS $SIZES $COLLS"
+	[ "$SYNC" = 1 ] && prog="$prog sync"
 	n=$PPN
 	[ $(((i + 1) * PPN)) -le "$NP" ] || n=$((NP - i * PPN))
 	if [ "$i" -eq 0 ]; then

@@ -2,12 +2,13 @@
  * ompi_coll.c: time an MPI library's collectives the way cmd/collbench
  * times mplite's, so that bench/coll.sh can put the two side by side.
  *
- *   ompi_coll [SECS [SIZES [COLLS]]]
+ *   ompi_coll [SECS [SIZES [COLLS [sync]]]]
  *
  * SECS   timed seconds per point (default 1)
  * SIZES  comma-separated sizes in bytes (default 1,1024,65536,1048576)
  * COLLS  comma-separated, from bcast, allgather, alltoall, allreduce
  *        (default all four)
+ * sync   time every call alone after an untimed barrier (collbench -sync)
  *
  * bytes means what collbench means by it: the whole buffer for bcast and
  * allreduce (a sum of max(1, bytes/8) doubles, so 1 prints as 8), one
@@ -34,6 +35,7 @@ enum { BCAST, ALLGATHER, ALLTOALL, ALLREDUCE, NCOLL };
 static const char *coll_name[NCOLL] = {"bcast", "allgather", "alltoall", "allreduce"};
 
 static int nranks, me;
+static int sync_calls; /* a barrier before every call, each call timed alone */
 
 /* Elements of an allreduce of n bytes: at least one double. */
 static size_t doubles(size_t n) { return n < 8 ? 1 : n / 8; }
@@ -120,16 +122,26 @@ static long check(int c, size_t n, const unsigned char *send, const unsigned cha
 	return bad;
 }
 
-/* Runs iters calls after a barrier; returns the slowest rank's mean (s). */
+/* Runs iters calls after a barrier; returns the slowest rank's mean (s).
+ * With sync_calls every call follows a barrier of its own, not timed. */
 static double loop(int c, size_t n, unsigned char *send, unsigned char *recv, long iters)
 {
-	double t, slowest;
+	double t = 0, start, slowest;
 	long k;
 	MPI_Barrier(MPI_COMM_WORLD);
-	t = MPI_Wtime();
-	for (k = 0; k < iters; k++)
+	start = MPI_Wtime();
+	for (k = 0; k < iters; k++) {
+		if (sync_calls) {
+			MPI_Barrier(MPI_COMM_WORLD);
+			start = MPI_Wtime();
+		}
 		call(c, n, send, recv);
-	t = (MPI_Wtime() - t) / (double)iters;
+		if (sync_calls)
+			t += MPI_Wtime() - start;
+	}
+	if (!sync_calls)
+		t = MPI_Wtime() - start;
+	t /= (double)iters;
 	MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 	return slowest;
 }
@@ -171,6 +183,7 @@ int main(int argc, char **argv)
 		snprintf(sizes_arg, sizeof sizes_arg, "%s", argv[2]);
 	if (argc > 3)
 		snprintf(colls_arg, sizeof colls_arg, "%s", argv[3]);
+	sync_calls = argc > 4 && strcmp(argv[4], "sync") == 0;
 	for (k = split(sizes_arg, item, 64), j = 0; j < k; j++) {
 		sizes[nsizes] = (size_t)strtoull(item[j], NULL, 10);
 		if (sizes[nsizes] > maxn)

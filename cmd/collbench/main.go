@@ -4,7 +4,7 @@
 // (it calls mplite.Init):
 //
 //	mprun -np 8 -- collbench [-sizes 1,1024,65536,1048576] [-colls LIST] [-algos LIST]
-//	                         [-secs S | -iters N] [-rounds R] [-warmup 1s] [-check]
+//	                         [-secs S | -iters N] [-rounds R] [-sync] [-warmup 1s] [-check]
 //	                         [-tune measure|FILE] [-stall 10m]
 //
 // Rank 0 prints one line per collective, algorithm and size:
@@ -13,7 +13,12 @@
 //
 // where T is the mean time per call over a timed loop of back-to-back calls,
 // the maximum over the ranks, as bench/ompi-collectives.sh
-// measures Open MPI. With -rounds R, T is the median of R such loops, each
+// measures Open MPI. With -sync every call is timed alone, after a barrier
+// (untimed), as the OSU benchmarks time one: T is then the mean of those
+// times, the maximum over the ranks. Back to back, an algorithm whose ranks
+// each do little per call (a chain) overlaps one call with the next; a
+// barrier between calls measures what one call costs by itself, which is
+// what the cost model prices. With -rounds R, T is the median of R such loops, each
 // algorithm's loops interleaved with the others'. algo=auto is the cost
 // model's choice; its line ends with chosen=ALGO. Alltoallv also has phased_l2 and phased_l3, CC-MPI's
 // Levels 2 (pattern held locally) and 3 (schedule compiled beforehand).
@@ -72,6 +77,7 @@ type options struct {
 	warm   time.Duration // collectives run untimed before the first point
 	rounds int           // each point is timed this many times, algorithms interleaved
 	mstats bool          // print each rank's multicast counters at the end
+	sync   bool          // a barrier before every call, each call timed alone
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -84,6 +90,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.secs, "secs", 1, "timed seconds per point (the loop runs at least 5 calls)")
 	fs.IntVar(&o.iters, "iters", 0, "calls per timed loop (overrides -secs)")
 	fs.IntVar(&o.rounds, "rounds", 1, "time every point this many times, the algorithms interleaved, and print the median (-secs is split among them)")
+	fs.BoolVar(&o.sync, "sync", false, "time every call alone after an untimed barrier (OSU style) instead of back-to-back calls")
 	fs.BoolVar(&o.check, "check", false, "check every result against a local naive reference; exit 1 on a mismatch")
 	fs.DurationVar(&o.warm, "warmup", time.Second, "run untimed allreduces this long before the first point (ranks that just started run several times slower for a while)")
 	fs.DurationVar(&o.stall, "stall", 10*time.Minute, "if one point (collective, algorithm, size) takes longer, print the goroutines and exit 3 (0: wait for ever)")
@@ -425,18 +432,32 @@ func (b *bench) calibrate(p *point, secs float64) (float64, error) {
 
 // timeit runs iters calls after a barrier and returns the mean seconds per
 // call, the maximum over the ranks (every rank gets the same value, so
-// every rank runs the same number of calls).
+// every rank runs the same number of calls). With -sync each call follows
+// a barrier of its own, which is not timed.
 func (b *bench) timeit(p *point, iters int) (float64, error) {
 	if err := b.ctl.Barrier(); err != nil {
 		return 0, err
 	}
+	var spent time.Duration
 	start := time.Now()
 	for range iters {
+		if b.o.sync {
+			if err := b.ctl.Barrier(); err != nil {
+				return 0, err
+			}
+			start = time.Now()
+		}
 		if err := p.call(); err != nil {
 			return 0, err
 		}
+		if b.o.sync {
+			spent += time.Since(start)
+		}
 	}
-	mine := []float64{time.Since(start).Seconds() / float64(iters)}
+	if !b.o.sync {
+		spent = time.Since(start)
+	}
+	mine := []float64{spent.Seconds() / float64(iters)}
 	all := []float64{0}
 	if err := mplite.Allreduce(b.ctl, mine, all, mplite.Max[float64]()); err != nil {
 		return 0, err

@@ -266,3 +266,61 @@ func TestStartupLine(t *testing.T) {
 		t.Fatal("MPRUN_START=soon was accepted")
 	}
 }
+
+// TestSyncTimesCallsAlone: a chain whose every hop takes d (rank r waits for
+// r-1, then sleeps d) costs about d a call back to back, where hops of
+// successive calls overlap, but 3d a call timed alone: -sync must put a
+// barrier before every call and leave it out of the time.
+func TestSyncTimesCallsAlone(t *testing.T) {
+	const (
+		n     = 3
+		d     = 2 * time.Millisecond
+		iters = 20
+	)
+	comms, err := mplite.NewLocalWorld(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := make([]float64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.Finalize()
+			ctl, err := c.Dup()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			buf := make([]byte, 1)
+			hop := &point{call: func() error {
+				if i > 0 {
+					if _, err := c.Recv(buf, i-1, 0); err != nil {
+						return err
+					}
+				}
+				time.Sleep(d)
+				if i < n-1 {
+					return c.Send(buf, i+1, 0)
+				}
+				return nil
+			}}
+			b := &bench{o: options{sync: true}, c: c, ctl: ctl}
+			times[i], errs[i] = b.timeit(hop, iters)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", i, err)
+		}
+	}
+	if times[0] != times[n-1] {
+		t.Errorf("ranks disagree on the time: %v", times)
+	}
+	if got := time.Duration(times[0] * float64(time.Second)); got < n*d {
+		t.Errorf("-sync: %v a call, less than the %v one call of the chain takes alone", got, n*d)
+	}
+}
