@@ -34,28 +34,44 @@ func localBenchLaunched(t *testing.T, n int, o options, launched string, opts ..
 	}
 	outs := make([]bytes.Buffer, n)
 	var errOut syncBuf
-	errs := make([]error, n)
+	errs := eachRank(t, comms, func(i int, c, ctl *mplite.Comm) error {
+		b := &bench{o: o, c: c, ctl: ctl, out: &outs[i], errOut: &errOut, launched: launched}
+		err := b.startup()
+		if err == nil {
+			err = b.all()
+		}
+		if err == nil {
+			err = b.agreeErrors()
+		}
+		return err
+	})
+	for i := 1; i < n; i++ {
+		if outs[i].Len() != 0 {
+			t.Errorf("rank %d printed %q; only rank 0 prints", i, outs[i].String())
+		}
+	}
+	return outs[0].String(), errOut.String(), errs
+}
+
+// eachRank runs f on every rank of comms at once, with a second
+// communicator for the harness (as run makes), finalizes the ranks and
+// returns their errors; it fails t if they take more than a minute.
+func eachRank(t *testing.T, comms []*mplite.Comm, f func(i int, c, ctl *mplite.Comm) error) []error {
+	t.Helper()
+	errs := make([]error, len(comms))
 	var wg sync.WaitGroup
 	for i, c := range comms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			ctl, err := c.Dup()
-			if err != nil {
-				errs[i] = err
-				return
+			if err == nil {
+				err = f(i, c, ctl)
 			}
-			b := &bench{o: o, c: c, ctl: ctl, out: &outs[i], errOut: &errOut, launched: launched}
-			errs[i] = b.startup()
-			if errs[i] == nil {
-				errs[i] = b.all()
+			if ferr := c.Finalize(); ferr != nil && err == nil {
+				err = ferr
 			}
-			if errs[i] == nil {
-				errs[i] = b.agreeErrors()
-			}
-			if err := c.Finalize(); err != nil && errs[i] == nil {
-				errs[i] = err
-			}
+			errs[i] = err
 		}()
 	}
 	done := make(chan struct{})
@@ -63,14 +79,9 @@ func localBenchLaunched(t *testing.T, n int, o options, launched string, opts ..
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
-		t.Fatalf("local bench of %d ranks still running after 60 s", n)
+		t.Fatalf("%d ranks still running after 60 s", len(comms))
 	}
-	for i := 1; i < n; i++ {
-		if outs[i].Len() != 0 {
-			t.Errorf("rank %d printed %q; only rank 0 prints", i, outs[i].String())
-		}
-	}
-	return outs[0].String(), errOut.String(), errs
+	return errs
 }
 
 type syncBuf struct {
@@ -282,36 +293,25 @@ func TestSyncTimesCallsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	times := make([]float64, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, c := range comms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer c.Finalize()
-			ctl, err := c.Dup()
-			if err != nil {
-				errs[i] = err
-				return
+	errs := eachRank(t, comms, func(i int, c, ctl *mplite.Comm) error {
+		buf := make([]byte, 1)
+		hop := &point{call: func() error {
+			if i > 0 {
+				if _, err := c.Recv(buf, i-1, 0); err != nil {
+					return err
+				}
 			}
-			buf := make([]byte, 1)
-			hop := &point{call: func() error {
-				if i > 0 {
-					if _, err := c.Recv(buf, i-1, 0); err != nil {
-						return err
-					}
-				}
-				time.Sleep(d)
-				if i < n-1 {
-					return c.Send(buf, i+1, 0)
-				}
-				return nil
-			}}
-			b := &bench{o: options{sync: true}, c: c, ctl: ctl}
-			times[i], errs[i] = b.timeit(hop, iters)
-		}()
-	}
-	wg.Wait()
+			time.Sleep(d)
+			if i < n-1 {
+				return c.Send(buf, i+1, 0)
+			}
+			return nil
+		}}
+		b := &bench{o: options{sync: true}, c: c, ctl: ctl}
+		var err error
+		times[i], err = b.timeit(hop, iters)
+		return err
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", i, err)
