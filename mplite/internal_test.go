@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/ethervia/ethervia/reliability"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -237,6 +240,29 @@ func TestLineWindow(t *testing.T) {
 	}{{100e6, 1500, 32}, {1e9, 1500, 256}, {10e9, 9000, 256}, {1e6, 1500, 16}, {100e6, 9000, 16}} {
 		if got := lineWindow(tc.rate, tc.mtu); got != tc.want {
 			t.Errorf("lineWindow(%d, %d) = %d, want %d", tc.rate, tc.mtu, got, tc.want)
+		}
+	}
+}
+
+// At a known line rate an acknowledgement may wait lineAckFrames frames'
+// time, about a millisecond at 100 Mbit/s, and no retransmission comes
+// before twice that; on lines where that is shorter than reliability's
+// default the defaults stay (zero).
+func TestLineAckTiming(t *testing.T) {
+	for _, tc := range []struct {
+		rate       uint64
+		mtu        int
+		delay, rto time.Duration
+	}{
+		{100e6, 1500, 971520 * time.Nanosecond, 1943040 * time.Nanosecond},
+		{250e6, 1500, 388608 * time.Nanosecond, reliability.DefaultRTOMin},
+		{1e9, 1500, 0, 0},
+		{10e9, 9000, 0, 0},
+		{1e6, 1500, 97152 * time.Microsecond, 194304 * time.Microsecond},
+	} {
+		d, r := lineAckTiming(tc.rate, tc.mtu)
+		if d != tc.delay || r != tc.rto {
+			t.Errorf("lineAckTiming(%d, %d) = %v, %v; want %v, %v", tc.rate, tc.mtu, d, r, tc.delay, tc.rto)
 		}
 	}
 }

@@ -74,6 +74,12 @@ func (e *DisconnectError) Is(target error) bool {
 	return target == ErrPeerTimeout && e.Reason == ReasonTransport && !e.Remote
 }
 
+// Defaults of Config's acknowledgement delay and retransmission floor.
+const (
+	DefaultAckDelay = 100 * time.Microsecond
+	DefaultRTOMin   = time.Millisecond
+)
+
 // Config tunes a connection. Zero fields take the defaults.
 type Config struct {
 	Level Level
@@ -137,12 +143,12 @@ func (c Config) WithDefaults() Config {
 	}
 	c.RecvWindow = pow2(c.RecvWindow)
 	def(&c.RTOInit, 5*time.Millisecond)
-	def(&c.RTOMin, time.Millisecond)
+	def(&c.RTOMin, DefaultRTOMin)
 	def(&c.RTOMax, 200*time.Millisecond)
 	if c.RTOMax < c.RTOMin {
 		c.RTOMax = c.RTOMin
 	}
-	def(&c.AckDelay, 100*time.Microsecond)
+	def(&c.AckDelay, DefaultAckDelay)
 	if c.AckEvery <= 0 {
 		c.AckEvery = max(1, c.RecvWindow/8)
 	}
