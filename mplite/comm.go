@@ -386,6 +386,24 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 // 660 with 32 (the wire's minimum is 587).
 const lineWindowTime = 4 * time.Millisecond
 
+// lineOptions sets the window and acknowledgement timing of connections
+// on ports of rate bit/s (0: unknown, vi's defaults) over rails NICs.
+func lineOptions(o *vi.Options, rate uint64, mtu, rails int) {
+	if rate == 0 {
+		return
+	}
+	o.Window = lineWindow(rate, mtu)
+	if rails == 1 {
+		// Not on a bond's rails: the bond sends a small message on its
+		// first rail only while what that rail holds unacknowledged
+		// drains within smallQueue, and acknowledgements held a
+		// millisecond sent them to the other rails (8 ranks over two
+		// 100 Mbit/s NICs, 1 KiB: Allreduce 292-322 -> 368-374 µs, Scan
+		// 312-371 -> 394-395).
+		o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
+	}
+}
+
 // lineAckFrames: at a known line rate an acknowledgement that has no frame
 // of ours to ride on waits as long as the line takes to carry this many full
 // frames, about a millisecond at 100 Mbit/s. A collective's connections
@@ -439,17 +457,8 @@ func (c *Comm) openProvider() error {
 		SpinTime:    -1,
 		PeerTimeout: c.cfg.peerTimeout,
 	}
-	if r := c.cfg.tuning.Rate; r > 0 && len(c.devs) > 0 {
-		o.Window = lineWindow(r, c.devs[0].MTU())
-		if len(c.devs) == 1 {
-			// Not on a bond's rails: the bond sends a small message on
-			// its first rail only while what that rail holds
-			// unacknowledged drains within smallQueue, and acknowledgements
-			// held a millisecond sent them to the other rails (8 ranks
-			// over two 100 Mbit/s NICs, 1 KiB: Allreduce 292-322 ->
-			// 368-374 µs, Scan 312-371 -> 394-395).
-			o.AckDelay, o.RTOMin = lineAckTiming(r, c.devs[0].MTU())
-		}
+	if len(c.devs) > 0 {
+		lineOptions(&o, c.cfg.tuning.Rate, c.devs[0].MTU(), len(c.devs))
 	}
 	if c.cfg.osYield {
 		o.PollGrace, o.MaxBlock, o.BackgroundNaps = sharedGrace, sharedGrace, true

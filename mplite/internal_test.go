@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ethervia/ethervia/reliability"
+	"github.com/ethervia/ethervia/vi"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -263,6 +264,24 @@ func TestLineAckTiming(t *testing.T) {
 		d, r := lineAckTiming(tc.rate, tc.mtu)
 		if d != tc.delay || r != tc.rto {
 			t.Errorf("lineAckTiming(%d, %d) = %v, %v; want %v, %v", tc.rate, tc.mtu, d, r, tc.delay, tc.rto)
+		}
+	}
+}
+
+// TestLineOptions: a known rate sets the window on any fabric and the
+// acknowledgement timing on one NIC only; an unknown one leaves vi's
+// defaults.
+func TestLineOptions(t *testing.T) {
+	for _, tc := range []struct {
+		rate          uint64
+		rails, window int
+		ack           bool
+	}{{0, 1, 0, false}, {100e6, 1, 32, true}, {100e6, 2, 32, false}, {1e9, 1, 256, false}} {
+		var o vi.Options
+		lineOptions(&o, tc.rate, 1500, tc.rails)
+		if o.Window != tc.window || (o.AckDelay != 0) != tc.ack || (o.RTOMin != 0) != tc.ack {
+			t.Errorf("rate %d, %d rails: window %d, ack delay %v, RTO floor %v; want window %d, ack timing set %v",
+				tc.rate, tc.rails, o.Window, o.AckDelay, o.RTOMin, tc.window, tc.ack)
 		}
 	}
 }
