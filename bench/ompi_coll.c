@@ -129,18 +129,19 @@ static double loop(int c, size_t n, unsigned char *send, unsigned char *recv, lo
 	double t = 0, start, slowest;
 	long k;
 	MPI_Barrier(MPI_COMM_WORLD);
-	start = MPI_Wtime();
-	for (k = 0; k < iters; k++) {
-		if (sync_calls) {
+	if (sync_calls) {
+		for (k = 0; k < iters; k++) {
 			MPI_Barrier(MPI_COMM_WORLD);
 			start = MPI_Wtime();
-		}
-		call(c, n, send, recv);
-		if (sync_calls)
+			call(c, n, send, recv);
 			t += MPI_Wtime() - start;
-	}
-	if (!sync_calls)
+		}
+	} else {
+		start = MPI_Wtime();
+		for (k = 0; k < iters; k++)
+			call(c, n, send, recv);
 		t = MPI_Wtime() - start;
+	}
 	t /= (double)iters;
 	MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
 	return slowest;

@@ -22,14 +22,18 @@ func ingressIfb(link string) string { return "q" + link }
 // ingressHandle is the ingress qdisc's handle, ffff:.
 var ingressHandle = netlink.MakeHandle(0xffff, 0)
 
+// ingressQdisc is the ingress qdisc of link l.
+func ingressQdisc(l netlink.Link) *netlink.Ingress {
+	return &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: ingressHandle, Parent: netlink.HANDLE_INGRESS}}
+}
+
 // setIngressRate shapes the frames entering port l (named link, in sp) to
 // bitsPerSec, or removes the shaping when bitsPerSec is 0.
 func (tb *Testbed) setIngressRate(sp *space, link string, l netlink.Link, bitsPerSec uint64) error {
 	nl := sp.nl
 	name := ingressIfb(link)
 	if bitsPerSec == 0 {
-		q := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: ingressHandle, Parent: netlink.HANDLE_INGRESS}}
-		if err := nl.QdiscDel(q); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
+		if err := nl.QdiscDel(ingressQdisc(l)); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("testbed %s: remove ingress of %s: %w", sp.name, link, err)
 		}
 		if ifb, err := nl.LinkByName(name); err == nil {
@@ -59,8 +63,7 @@ func (tb *Testbed) setIngressRate(sp *space, link string, l netlink.Link, bitsPe
 	if err := nl.QdiscReplace(q); err != nil {
 		return fmt.Errorf("testbed %s: rate %s on %s: %w", sp.name, FormatRate(bitsPerSec), name, err)
 	}
-	in := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: l.Attrs().Index, Handle: ingressHandle, Parent: netlink.HANDLE_INGRESS}}
-	if err := nl.QdiscAdd(in); err != nil && !errors.Is(err, unix.EEXIST) {
+	if err := nl.QdiscAdd(ingressQdisc(l)); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("testbed %s: ingress qdisc on %s: %w", sp.name, link, err)
 	}
 	// u32 with no selector matches every frame (matchall is not in every

@@ -438,24 +438,9 @@ func (b *bench) timeit(p *point, iters int) (float64, error) {
 	if err := b.ctl.Barrier(); err != nil {
 		return 0, err
 	}
-	var spent time.Duration
-	start := time.Now()
-	for range iters {
-		if b.o.sync {
-			if err := b.ctl.Barrier(); err != nil {
-				return 0, err
-			}
-			start = time.Now()
-		}
-		if err := p.call(); err != nil {
-			return 0, err
-		}
-		if b.o.sync {
-			spent += time.Since(start)
-		}
-	}
-	if !b.o.sync {
-		spent = time.Since(start)
+	spent, err := b.loop(p, iters)
+	if err != nil {
+		return 0, err
 	}
 	mine := []float64{spent.Seconds() / float64(iters)}
 	all := []float64{0}
@@ -463,6 +448,32 @@ func (b *bench) timeit(p *point, iters int) (float64, error) {
 		return 0, err
 	}
 	return all[0], nil
+}
+
+// loop makes iters calls and returns the time they took: the whole loop,
+// or with -sync the sum of the calls alone, each after an untimed barrier.
+func (b *bench) loop(p *point, iters int) (time.Duration, error) {
+	if !b.o.sync {
+		start := time.Now()
+		for range iters {
+			if err := p.call(); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(start), nil
+	}
+	var spent time.Duration
+	for range iters {
+		if err := b.ctl.Barrier(); err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		if err := p.call(); err != nil {
+			return 0, err
+		}
+		spent += time.Since(start)
+	}
+	return spent, nil
 }
 
 // agreeErrors sums the ranks' mismatches: every rank fails if any saw one.
