@@ -185,6 +185,29 @@ func (b *Bond) railTag(t PTag, r int) (vi.PTag, bool) {
 	return b.ptags[t-1][r], true
 }
 
+// RailPTag returns rail r's protection tag of bond tag t, for a plain VI
+// on that rail's provider that shares the bond's memory.
+func (b *Bond) RailPTag(t PTag, r int) (vi.PTag, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if r < 0 || r >= len(b.rails) {
+		return 0, false
+	}
+	return b.railTag(t, r)
+}
+
+// RailMemory returns rail r's handle of bond memory handle h: a plain VI on
+// that rail's provider (Provider) names it in its descriptors.
+func (b *Bond) RailMemory(h descriptors.MemHandle, r int) (descriptors.MemHandle, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	rg := b.lookup(h)
+	if rg == nil || r < 0 || r >= len(b.rails) {
+		return 0, false
+	}
+	return rg.rail[r], true
+}
+
 // RegisterMemory registers buf on every rail under ptag with the given
 // remote access, and returns one handle valid for the bond: local
 // descriptors name it in their segments, and a peer names it in the address

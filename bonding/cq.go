@@ -144,6 +144,13 @@ func (cq *CQ) Wait(ctx context.Context) (Completion, error) {
 	return c, err
 }
 
+// Follow makes Wait and WaitOr wake when q, a completion queue of a plain
+// VI on one of the bond's rail providers, gets a completion. cq does not
+// poll q: a WaitOr's stop function looks at it. A waiter asleep in a
+// rail's device wakes on that rail's frames anyway; one asleep on cq's
+// channel (while a rail goroutine holds the device) needs this signal.
+func (cq *CQ) Follow(q *vi.CQ) { q.Notify(cq.wake) }
+
 // Interrupt wakes a Wait or WaitOr under way, so that it looks at its stop
 // function again. It never blocks.
 func (cq *CQ) Interrupt() {

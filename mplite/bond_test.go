@@ -1,6 +1,7 @@
 package mplite_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -48,31 +49,117 @@ func TestSuiteBonded(t *testing.T) {
 // middle of the seeded chaos mix and before the ranks have connected (they
 // connect on first use, with rail 1 already gone), on a lossy switch: every
 // payload is still checked end to end, nothing is lost or duplicated, and
-// the run finishes on the remaining rail.
+// the run finishes on the remaining rail. It then takes rail 0 down mid-run,
+// which carries the lanes: their messages go on through the bond.
 func TestBondedRailLost(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		rail int
 		cut  time.Duration // after the start; negative: before it
 		ops  int
 	}{
-		{"midrun", 150 * time.Millisecond, 2000},
-		{"beforeconnect", -1, 200},
+		{"midrun", 1, 150 * time.Millisecond, 2000},
+		{"beforeconnect", 1, -1, 200},
+		{"lane", 0, 150 * time.Millisecond, 2000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ops := tc.ops
 			if testing.Short() {
 				ops /= 4
 			}
-			railLost(t, tc.cut, ops)
+			railLost(t, tc.rail, tc.cut, ops)
+		})
+	}
+}
+
+// TestLaneCarriesSmallMessages checks that a bonded world sends its small
+// messages on the lanes (none through the bonds) and stripes a long one
+// over both rails, and that WithBondLane(false) puts everything through
+// the bonds.
+func TestLaneCarriesSmallMessages(t *testing.T) {
+	for _, lanes := range []bool{true, false} {
+		t.Run(map[bool]string{true: "lanes", false: "nolanes"}[lanes], func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(2, mplite.WithLocalRails(2), mplite.WithBondLane(lanes))
+			if err != nil {
+				t.Fatal(err)
+			}
+			big := 1 << 20
+			errs := make([]error, 2)
+			bond := make([]uint64, 2)
+			lane := make([]uint64, 2)
+			tx := make([][]uint64, 2)
+			done := make(chan struct{})
+			for i, c := range comms {
+				go func() {
+					defer func() { done <- struct{}{} }()
+					peer := 1 - i
+					buf := make([]byte, 8)
+					for k := range 100 {
+						if (k+i)%2 == 0 {
+							buf[0] = byte(k)
+							errs[i] = c.Send(buf, peer, 1)
+						} else if _, errs[i] = c.Recv(buf, peer, 1); errs[i] == nil && buf[0] != byte(k) {
+							errs[i] = fmt.Errorf("message %d carried %d", k, buf[0])
+						}
+						if errs[i] != nil {
+							return
+						}
+					}
+					bond[i], _ = mplite.BondMessages(c)
+					lane[i] = mplite.LaneMessages(c)
+					before := mplite.RailTxBytes(c)
+					long := make([]byte, big)
+					if i == 0 {
+						for j := range long {
+							long[j] = byte(j * 7)
+						}
+						errs[i] = c.Send(long, 1, 2)
+						after := mplite.RailTxBytes(c)
+						tx[i] = []uint64{after[0] - before[0], after[1] - before[1]}
+					} else if _, errs[i] = c.Recv(long, 0, 2); errs[i] == nil {
+						for j := range long {
+							if long[j] != byte(j*7) {
+								errs[i] = fmt.Errorf("long message: byte %d is %d", j, long[j])
+								break
+							}
+						}
+					}
+					if ferr := c.Finalize(); errs[i] == nil {
+						errs[i] = ferr
+					}
+				}()
+			}
+			for range 2 {
+				select {
+				case <-done:
+				case <-time.After(60 * time.Second):
+					t.Fatal("the world did not finish")
+				}
+			}
+			noErrors(t, errs)
+			for i := range 2 {
+				if lanes && (bond[i] != 0 || lane[i] < 40) {
+					t.Errorf("rank %d: %d messages through the bond, %d on the lane; want 0 and at least 40", i, bond[i], lane[i])
+				}
+				if !lanes && (bond[i] < 40 || lane[i] != 0) {
+					t.Errorf("rank %d without lanes: %d messages through the bond, %d on a lane", i, bond[i], lane[i])
+				}
+			}
+			for r, b := range tx[0] {
+				if b < uint64(big)/4 {
+					t.Errorf("rail %d carried %d bytes of a %d-byte message: not striped (%v)", r, b, big, tx[0])
+				}
+			}
 		})
 	}
 }
 
 // railLost runs the chaos mix on a 4-rank world bonded over 2 rails, with
-// rail 1 cut after cut (negative: before the start). The peer timeout is
-// long enough for the race detector on a loaded machine: with rail 1 gone,
-// a rail-0 keepalive missed for that long would end the connection.
-func railLost(t *testing.T, cut time.Duration, ops int) {
+// rail lost after cut (negative: before the start). The peer timeout is
+// long enough for the race detector on a loaded machine: with one rail
+// gone, a keepalive missed on the other for that long would end the
+// connection.
+func railLost(t *testing.T, lost int, cut time.Duration, ops int) {
 	const n = 4
 	cfg := mpitest.ChaosConfig{Seed: 23, Ops: ops, MaxSize: 256 << 10}
 	opts := []mplite.Option{mplite.WithLocalRails(2), mplite.WithPeerTimeout(5 * time.Second),
@@ -83,10 +170,11 @@ func railLost(t *testing.T, cut time.Duration, ops int) {
 	}
 	if cut < 0 {
 		for _, c := range comms {
-			mplite.SetRailUp(c, 1, false)
+			mplite.SetRailUp(c, lost, false)
 		}
 	}
 	failures := make([]uint64, n)
+	stats := make([]mplite.Stats, n)
 	errs := make([]error, n)
 	took := make([]time.Duration, n)
 	done := make(chan int, n)
@@ -97,6 +185,7 @@ func railLost(t *testing.T, cut time.Duration, ops int) {
 			_, errs[i] = mpitest.Chaos(c, cfg)
 			took[i] = time.Since(start)
 			failures[i] = mplite.RailFailures(c)
+			stats[i] = c.Stats()
 			if ferr := c.Finalize(); ferr != nil && errs[i] == nil {
 				errs[i] = ferr
 			}
@@ -105,7 +194,7 @@ func railLost(t *testing.T, cut time.Duration, ops int) {
 	if cut >= 0 {
 		time.Sleep(cut)
 		for _, c := range comms {
-			mplite.SetRailUp(c, 1, false)
+			mplite.SetRailUp(c, lost, false)
 		}
 	}
 	deadline := time.After(3 * time.Minute)
@@ -120,13 +209,21 @@ func railLost(t *testing.T, cut time.Duration, ops int) {
 		}
 	}
 	noErrors(t, errs)
+	var failovers, resent, dups uint64
 	for i, d := range took {
 		if cut >= 0 && d < cut {
-			t.Errorf("rank %d finished after %v, before rail 1 went down at %v", i, d, cut)
+			t.Errorf("rank %d finished after %v, before rail %d went down at %v", i, d, lost, cut)
 		}
 		if failures[i] == 0 {
-			t.Errorf("rank %d: none of its bonded connections saw rail 1 fail", i)
+			t.Errorf("rank %d: none of its bonded connections saw rail %d fail", i, lost)
 		}
+		failovers += stats[i].LaneFailovers
+		resent += stats[i].LaneResent
+		dups += stats[i].LaneDuplicates
 	}
-	t.Logf("rail failures seen per rank: %v, finished after %v", failures, took)
+	if lost == 0 && cut >= 0 && failovers == 0 {
+		t.Error("rail 0 went down mid-run and no lane failed over to its bond")
+	}
+	t.Logf("rail failures seen per rank: %v, finished after %v; lanes: %d failovers, %d messages resent, %d duplicates dropped",
+		failures, took, failovers, resent, dups)
 }

@@ -132,8 +132,11 @@ type endpoint struct {
 	addrs    []nic.Addr // every rank's rail-0 MAC and endpoint
 	chunk    int        // bytes per RDMA write descriptor
 	qdepth   int
-	slot     int // bytes per eager buffer: envelope and payload
-	epoch    time.Time
+	// laneEager is the longest eager message to a peer with a lane (0:
+	// none has one; lane.go).
+	laneEager int
+	slot      int // bytes per eager buffer: envelope and payload
+	epoch     time.Time
 
 	mu      sync.Mutex
 	cond    sync.Cond // on mu: a request completed or something changed
@@ -233,6 +236,12 @@ type Stats struct {
 	// down when the connection opened) and came back.
 	Rails                        int
 	RailFailures, RailReconnects uint64
+	// LaneFailovers counts the bonded connections whose lane (the plain
+	// VI on the first NIC that carries small messages) broke, so that they
+	// went on through the bond alone; LaneResent counts the messages sent
+	// again through the bond then, and LaneDuplicates the messages that
+	// came twice (by lane and by bond) and were dropped.
+	LaneFailovers, LaneResent, LaneDuplicates uint64
 	// Driver is the frame driver Init opened the rank's NICs with,
 	// "afxdp" or "afpacket" (see Init for how the default chooses); empty
 	// for devices the caller opened (NewComm, NewBondedComm) and worlds
@@ -463,12 +472,15 @@ func (c *Comm) openProvider() error {
 	if c.cfg.osYield {
 		o.PollGrace, o.MaxBlock, o.BackgroundNaps = sharedGrace, sharedGrace, true
 	}
-	f, err := openFabric(c.devs, o, c.cfg.yield, 2*c.qdepth*max(1, c.size-1))
+	f, err := openFabric(c.devs, o, c.cfg.yield, !c.cfg.noLane, 2*c.qdepth*max(1, c.size-1))
 	if err != nil {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}
 	c.fab = f
 	f.setCallers(c.polling)
+	if bf, ok := f.(*bondFabric); ok {
+		c.laneEager = bf.laneLimit()
+	}
 	c.chunk = f.maxTransfer()
 	// MP_Lite's dynamic registration: user buffers of the handshake are
 	// looked up before they are registered.

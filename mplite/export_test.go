@@ -62,6 +62,10 @@ func DebugState(c *Comm) string {
 		s += fmt.Sprintf("  peer %d: state %d, VI %v (%v), posted recv %d, sends %d, free slots %d, ctrl %d/%d, fin %v/%v/%v, VI stats %+v, error %v\n",
 			p.rank, p.state, vstate, p.v.Err(), p.rpos.n, p.sops.n, len(p.sfre), p.ctrlH, len(p.ctrlq),
 			p.finSent, p.finRecv, p.finAcked, vstats, p.err)
+		if p.lane != nil {
+			s += fmt.Sprintf("    lane: %v (%v) up %v gone %v, posted recv %d, sends %d, seq out %d in %d, stats %+v\n",
+				p.lane.State(), p.lane.Err(), p.laneUp, p.laneGone, p.lrpos.n, p.lsops.n, p.sendSeq, p.recvSeq, p.lane.Stats())
+		}
 	}
 	return s
 }
@@ -77,6 +81,33 @@ func RailTxBytes(c *Comm) []uint64 {
 
 // RailFailures sums, over c's bonded connections, the times a rail died.
 func RailFailures(c *Comm) uint64 { return c.Stats().RailFailures }
+
+// BondMessages counts the messages c's bonded connections sent and
+// received through their bonds (not their lanes).
+func BondMessages(c *Comm) (sent, received uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.peers {
+		if l, ok := p.v.(*bondLink); ok {
+			st := l.Stats()
+			sent += st.MessagesSent
+			received += st.MessagesReceived
+		}
+	}
+	return sent, received
+}
+
+// LaneMessages counts the messages c's lanes sent.
+func LaneMessages(c *Comm) (sent uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.peers {
+		if p.lane != nil {
+			sent += p.lane.Stats().MessagesSent
+		}
+	}
+	return sent
+}
 
 // Stages is how many staging copies of layout requests c keeps for reuse.
 func Stages(c *Comm) int {

@@ -67,6 +67,7 @@ type fabric interface {
 type completion struct {
 	raw     any
 	recv    bool
+	lane    bool // raw is a bonded connection's lane (lane.go)
 	connReq bool // no work queue's: a connection request is waiting
 }
 
@@ -90,7 +91,7 @@ type link interface {
 // connRequest is a peer's request to connect.
 type connRequest interface {
 	remote() nic.Addr // on rail 0
-	accept(l link, macs []net.HardwareAddr, ep uint16) error
+	accept(ctx context.Context, l link, macs []net.HardwareAddr, ep uint16) error
 	reject() error
 }
 
@@ -241,7 +242,7 @@ func (r viRequest) remote() nic.Addr {
 	return nic.Addr{MAC: m, EP: a.Endpoint}
 }
 func (r viRequest) reject() error { return r.Reject() }
-func (r viRequest) accept(l link, _ []net.HardwareAddr, _ uint16) error {
+func (r viRequest) accept(_ context.Context, l link, _ []net.HardwareAddr, _ uint16) error {
 	v, ok := l.(viLink)
 	if !ok {
 		return fmt.Errorf("accept: %T is not a VI link", l)
@@ -259,15 +260,28 @@ type bondFabric struct {
 	ids map[*bonding.VI]int // guarded by c.mu, under which newLink and linkID run
 	// extra is alsoWake's pending, or nil.
 	extra func() bool
-	// stopBG is the progress goroutine's stop function (setCallers).
-	stopBG func() bool
+	// stopFG and stopBG are the stop functions of the callers' waits and
+	// of the progress goroutine's (setCallers).
+	stopFG, stopBG func() bool
+
+	// Lanes (lane.go): a plain VI per connection on rail 0, all on lcq
+	// (nil without lanes), their protection tag there, and the link id
+	// of each (guarded as ids is).
+	lcq     *vi.CQ
+	lptag   vi.PTag
+	laneIDs map[*vi.VI]int
 }
 
 func (f *bondFabric) alsoWake(pending func() bool) { f.extra = pending }
 
 func (f *bondFabric) setCallers(waiting func() bool) {
-	f.stopBG = func() bool { return waiting() || f.extra != nil && f.extra() }
+	f.stopFG = func() bool { return f.laneWaiting() || f.extra != nil && f.extra() }
+	f.stopBG = func() bool { return waiting() || f.laneWaiting() || f.extra != nil && f.extra() }
 }
+
+// laneWaiting reports a lane completion to take: the bond's CQ does not
+// poll the lanes' queue, its waits only wake for it (Follow).
+func (f *bondFabric) laneWaiting() bool { return f.lcq != nil && f.lcq.Queued() }
 
 func (f *bondFabric) interrupt() { f.cq.Interrupt() }
 
@@ -306,7 +320,34 @@ func (f *bondFabric) newLink(qdepth int) (link, error) {
 	}
 	id := len(f.ids)
 	f.ids[v] = id
-	return &bondLink{VI: v, n: id}, nil
+	l := &bondLink{VI: v, n: id}
+	if f.lcq != nil {
+		lv, err := f.b.Provider(0).NewVI(vi.Attributes{Reliability: vi.ReliableReception, PTag: f.lptag,
+			SendCQ: f.lcq, RecvCQ: f.lcq, QueueDepth: qdepth})
+		if err != nil {
+			delete(f.ids, v)
+			v.Close()
+			return nil, fmt.Errorf("lane: %w", err)
+		}
+		l.lane = lv
+		f.laneIDs[lv] = id
+	}
+	return l, nil
+}
+
+// laneLimit is the longest eager message a lane carries (0: no lanes):
+// what the bond would have sent on one rail anyway. Longer ones go by
+// handshake, their data striped by RDMA.
+func (f *bondFabric) laneLimit() int {
+	if f.lcq == nil {
+		return 0
+	}
+	return f.b.Options().StripeThreshold
+}
+
+// laneMemory is rail 0's handle of bond memory h, for a lane's slots.
+func (f *bondFabric) laneMemory(h descriptors.MemHandle) (descriptors.MemHandle, bool) {
+	return f.b.RailMemory(h, 0)
 }
 
 func (f *bondFabric) pollRequest() (connRequest, bool) {
@@ -323,24 +364,52 @@ func (f *bondFabric) acceptBlocks() bool { return true }
 // not end a CQ wait; a rank with unconnected peers looks every bgBlock.
 func (f *bondFabric) wakesOnRequest() bool { return false }
 
+// done looks at the lanes, then the bond (whose poll of rail 0 also takes
+// the lanes' frames), then the lanes again.
 func (f *bondFabric) done() (completion, bool) {
-	comp, ok := f.cq.Done()
-	return completion{raw: comp.VI, recv: comp.Recv}, ok
+	if c, ok := f.laneDone(); ok {
+		return c, true
+	}
+	if comp, ok := f.cq.Done(); ok {
+		return completion{raw: comp.VI, recv: comp.Recv}, true
+	}
+	return f.laneDone()
+}
+
+func (f *bondFabric) laneDone() (completion, bool) {
+	if f.lcq == nil {
+		return completion{}, false
+	}
+	c, ok := f.lcq.Ready()
+	return completion{raw: c.VI, recv: c.Recv, lane: true}, ok
 }
 
 func (f *bondFabric) wait(ctx context.Context, background bool) (completion, error) {
-	stop := f.extra
-	if background && f.stopBG != nil {
+	stop := f.stopFG
+	if background {
 		stop = f.stopBG
 	}
 	comp, ok, err := f.cq.WaitOr(ctx, stop)
 	if err == nil && !ok {
+		if c, ok := f.laneDone(); ok {
+			return c, nil
+		}
 		return completion{connReq: true}, nil
 	}
 	return completion{raw: comp.VI, recv: comp.Recv}, err
 }
 
 func (f *bondFabric) linkID(comp completion) int {
+	if comp.lane {
+		v, ok := comp.raw.(*vi.VI)
+		if !ok || v == nil {
+			return -1
+		}
+		if id, ok := f.laneIDs[v]; ok {
+			return id
+		}
+		return -1
+	}
 	v, ok := comp.raw.(*bonding.VI)
 	if !ok || v == nil {
 		return -1
@@ -370,6 +439,10 @@ func (f *bondFabric) close() error {
 type bondLink struct {
 	*bonding.VI
 	n int
+	// lane is the connection's lane (nil without lanes); laneUp says it
+	// connected, set by the connecting goroutine before c.mu is taken.
+	lane   *vi.VI
+	laneUp bool
 }
 
 func (l *bondLink) id() int { return l.n }
@@ -384,7 +457,11 @@ func (l *bondLink) railEvents() (failures, reconnects uint64) {
 
 func (l *bondLink) raw() any { return l.VI }
 func (l *bondLink) connect(ctx context.Context, macs []net.HardwareAddr, ep uint16) error {
-	return l.ConnectRequest(ctx, bonding.Peer{MACs: macs, Endpoint: ep, Discriminator: discriminator})
+	if err := l.ConnectRequest(ctx, bonding.Peer{MACs: macs, Endpoint: ep, Discriminator: discriminator}); err != nil {
+		return err
+	}
+	l.laneUp = connectLane(ctx, l.lane, macs[0], ep)
+	return nil
 }
 
 type bondRequest struct{ *bonding.ConnRequest }
@@ -395,17 +472,21 @@ func (r bondRequest) remote() nic.Addr {
 	return nic.Addr{MAC: m, EP: p.Endpoint}
 }
 func (r bondRequest) reject() error { return r.Reject() }
-func (r bondRequest) accept(l link, macs []net.HardwareAddr, ep uint16) error {
+func (r bondRequest) accept(ctx context.Context, l link, macs []net.HardwareAddr, ep uint16) error {
 	v, ok := l.(*bondLink)
 	if !ok {
 		return fmt.Errorf("accept: %T is not a bonded link", l)
 	}
-	return r.AcceptPeer(v.VI, bonding.Peer{MACs: macs, Endpoint: ep, Discriminator: discriminator})
+	if err := r.AcceptPeer(v.VI, bonding.Peer{MACs: macs, Endpoint: ep, Discriminator: discriminator}); err != nil {
+		return err
+	}
+	v.laneUp = connectLane(ctx, v.lane, macs[0], ep)
+	return nil
 }
 
 // openFabric opens the rank's provider on one device, or a bond on
-// several.
-func openFabric(devs []nic.Device, o vi.Options, yield bool, cqDepth int) (fabric, error) {
+// several, with lanes (lane.go) if asked.
+func openFabric(devs []nic.Device, o vi.Options, yield, lanes bool, cqDepth int) (fabric, error) {
 	if len(devs) == 1 {
 		p, err := vi.Open(devs[0], o)
 		if err != nil {
@@ -427,6 +508,15 @@ func openFabric(devs []nic.Device, o vi.Options, yield bool, cqDepth int) (fabri
 	if f.cq, err = b.NewCQ(cqDepth); err != nil {
 		b.Close()
 		return nil, err
+	}
+	if lanes {
+		f.lptag, _ = b.RailPTag(f.ptag, 0)
+		if f.lcq, err = b.Provider(0).NewCQ(cqDepth); err != nil {
+			b.Close()
+			return nil, err
+		}
+		f.laneIDs = make(map[*vi.VI]int)
+		f.cq.Follow(f.lcq)
 	}
 	return f, nil
 }

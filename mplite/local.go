@@ -505,7 +505,7 @@ func (c *Comm) localDone(p *peer, sl *shmLink) bool {
 			break
 		}
 		moved = true
-		c.onRecv(p, d)
+		c.onRecv(p, d, false)
 	}
 	for {
 		d, ok := sl.SendDone()

@@ -29,7 +29,7 @@ const (
 // offerRecv offers receive r (just posted for p's messages) to p when that
 // is unambiguous; see the file comment.
 func (c *Comm) offerRecv(p *peer, r *Request) {
-	if p.state != stConnected || p.err != nil || p.offered != nil || r.tag == AnyTag || r.lay != nil ||
+	if p.state != stConnected || p.err != nil || p.offered != nil || p.lane != nil || r.tag == AnyTag || r.lay != nil ||
 		len(r.buf) <= c.cfg.eagerLimit || c.anyPost.head != nil ||
 		c.posted[p.rank].head != r || r.next != nil {
 		return

@@ -71,6 +71,8 @@ type config struct {
 	mtu              int
 	perHost          int          // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
 	shm              bool         // ranks of one host talk through shared memory
+	noLane           bool         // bonds carry small messages themselves (lane.go)
+	laneSet          bool         // WithBondLane chose: MPLITE_BOND_LANE is ignored
 	shmSet           bool         // WithSharedMemory chose shm: MPLITE_SHM is ignored
 	shmTag           string       // names the world's inboxes (default: the job key)
 	shmCopies        bool         // writes go through the rings even where the peer could read ours (tests)
@@ -146,6 +148,9 @@ func buildConfig(opts []Option) (config, error) {
 		return cfg, err
 	}
 	if err := cfg.authEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
+	if err := cfg.laneEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -290,6 +295,36 @@ func (c *config) shmEnv(getenv func(string) string) error {
 		c.shm = true
 	default:
 		return fmt.Errorf("mplite: MPLITE_SHM=%q: want 0 or 1", v)
+	}
+	return nil
+}
+
+// WithBondLane chooses whether a rank with several NICs sends its small
+// messages (envelopes and eager data up to the bond's stripe threshold) on
+// a plain VI of its first NIC, beside the bond that carries the RDMA
+// writes (the default), or through the bond like everything else. It
+// overrides MPLITE_BOND_LANE (0 or 1). See "Bonded ranks" in the package
+// documentation.
+func WithBondLane(on bool) Option {
+	return func(c *config) error {
+		c.noLane, c.laneSet = !on, true
+		return nil
+	}
+}
+
+// laneEnv applies MPLITE_BOND_LANE unless WithBondLane chose.
+func (c *config) laneEnv(getenv func(string) string) error {
+	v := getenv("MPLITE_BOND_LANE")
+	if c.laneSet || v == "" {
+		return nil
+	}
+	switch v {
+	case "0":
+		c.noLane = true
+	case "1":
+		c.noLane = false
+	default:
+		return fmt.Errorf("%w: MPLITE_BOND_LANE=%q (0 or 1)", ErrEnvironment, v)
 	}
 	return nil
 }

@@ -512,7 +512,7 @@ func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16
 	}
 	p := c.peers[dest]
 	c.ensureConn(p)
-	if c.byHandshake(r) && !p.hasOffer && p.sendq.head == nil && p.err == nil {
+	if c.byHandshake(r, p) && !p.hasOffer && p.sendq.head == nil && p.err == nil {
 		// The receiver's offer may be here already, unread: take in what
 		// has arrived before paying for an RTS and CTS.
 		c.progressLocked()
@@ -521,7 +521,7 @@ func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16
 		c.complete(r, p.err)
 		return nil
 	}
-	if c.byHandshake(r) {
+	if c.byHandshake(r, p) {
 		r.id = c.newID()
 		c.sendIDs[r.id] = r
 		c.stats.HandshakeSent++
@@ -533,10 +533,12 @@ func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16
 	return nil
 }
 
-// byHandshake says whether send r goes by RTS and CTS: a message above
-// the eager limit, or a synchronous one (its CTS proves the receive
-// matched).
-func (c *Comm) byHandshake(r *Request) bool { return r.sync || r.size() > c.cfg.eagerLimit }
+// byHandshake says whether send r to p (nil: to this rank) goes by RTS and
+// CTS: a message above the eager limit (a lane's, to a peer with one), or a
+// synchronous one (its CTS proves the receive matched).
+func (c *Comm) byHandshake(r *Request, p *peer) bool {
+	return r.sync || r.size() > c.cfg.eagerLimit || p != nil && p.lane != nil && r.size() > c.laneEager
+}
 
 // sendSelf delivers a message to this rank: into a posted receive, or
 // onto the unexpected queue (copied if short; a long one waits for its
@@ -550,7 +552,7 @@ func (c *Comm) sendSelf(r *Request) {
 	}
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.length = c.rank, r.tag, r.ctx, len(r.buf)
-	if !c.byHandshake(r) {
+	if !c.byHandshake(r, nil) {
 		m.typ = msgEager
 		if len(r.buf) > 0 {
 			m.tmp = c.getTmp()
@@ -740,27 +742,54 @@ func (c *Comm) releaseUmsg(m *umsg) {
 	c.umsgFree = append(c.umsgFree, m)
 }
 
-// repost gives receive slot i back to p's VI.
+// repost gives receive slot i back to p's VI (or its lane).
 func (c *Comm) repost(p *peer, i int) {
 	if p.state == stDead || p.state == stClosed || c.finalized {
 		return
 	}
-	if err := p.v.PostRecv(&p.rd[i]); err != nil {
+	if err := c.postRecvSlot(p, i); err != nil {
 		c.peerFailed(p, c.viCause(p, err), true)
-		return
 	}
-	p.rpos.push(i)
 }
 
-// onRecv handles a completed receive descriptor of p.
-func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
-	slot, ok := p.rpos.pop()
+// postRecvSlot posts receive slot i on p's VI, or on its lane (i >=
+// len(p.sd)) while that has not broken.
+func (c *Comm) postRecvSlot(p *peer, i int) error {
+	if i >= len(p.sd) {
+		if p.laneGone {
+			return nil
+		}
+		if err := p.lane.PostRecv(&p.rd[i]); err != nil {
+			c.laneDown(p)
+			return nil
+		}
+		p.lrpos.push(i)
+		return nil
+	}
+	if err := p.v.PostRecv(&p.rd[i]); err != nil {
+		return err
+	}
+	p.rpos.push(i)
+	return nil
+}
+
+// onRecv handles a completed receive descriptor of p's VI, or of its lane.
+func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor, lane bool) {
+	posted := &p.rpos
+	if lane {
+		posted = &p.lrpos
+	}
+	slot, ok := posted.pop()
 	if !ok || &p.rd[slot] != d {
 		// Cannot happen: receives complete in the order they were posted.
 		c.stats.BadEnvelopes++
 		return
 	}
 	if d.Status.Failed() {
+		if lane {
+			c.laneDown(p) // the bond carries on
+			return
+		}
 		c.peerFailed(p, c.viCause(p, d.Status.Err()), true)
 		return
 	}
@@ -768,6 +797,10 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 		id, n := d.ImmData, d.Length // read before the repost resets them
 		c.repost(p, slot)
 		c.onWriteDone(p, id, n)
+		return
+	}
+	if d.Status&descriptors.StatusImmediate != 0 && !c.inSequence(p, d.ImmData, lane) {
+		c.repost(p, slot)
 		return
 	}
 	msg := p.rd[slot].Segments[0].Buf
@@ -778,7 +811,11 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor) {
 	}
 	msg = msg[:d.Length]
 	var e envelope
-	if err := parseEnvelope(msg, c.cfg.eagerLimit, &e); err != nil {
+	limit := c.cfg.eagerLimit
+	if p.lane != nil {
+		limit = c.laneEager // the eager limit between ranks with lanes
+	}
+	if err := parseEnvelope(msg, limit, &e); err != nil {
 		c.stats.BadEnvelopes++
 		c.repost(p, slot)
 		return
@@ -986,7 +1023,7 @@ func (c *Comm) onDone(p *peer, e *envelope) {
 	c.completeHandshake(r, err)
 }
 
-// onSend handles a completed send descriptor of p.
+// onSend handles a completed send descriptor of p's VI.
 func (c *Comm) onSend(p *peer, d *descriptors.Descriptor) {
 	op, ok := p.sops.pop()
 	if !ok {

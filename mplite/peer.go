@@ -65,14 +65,32 @@ type peer struct {
 	ctrlH              int
 
 	finRecv, finAcked, finSent bool
+
+	// A bonded peer's lane (lane.go): the plain VI on the first NIC that
+	// carries envelopes, rail 0's handle of area, whether it is connected
+	// and whether it broke, its receive slots posted (rd[len(sd):] are
+	// its slots) and its sends posted, in order, and the numbers of the
+	// envelopes each way, which order them over lane and bond.
+	lane             *vi.VI
+	laneH            descriptors.MemHandle
+	laneUp, laneGone bool
+	lrpos            ring
+	lsops            opRing
+	sendSeq, recvSeq uint32
 }
 
+// The area holds the receive slots, the send slots, then a lane's receive
+// slots (receive slot i >= len(sd)).
 func (p *peer) recvSlot(c *Comm, i int) []byte {
-	return p.area[i*c.slot : (i+1)*c.slot : (i+1)*c.slot]
+	o := i * c.slot
+	if i >= len(p.sd) {
+		o += len(p.sd) * c.slot
+	}
+	return p.area[o : o+c.slot : o+c.slot]
 }
 
 func (p *peer) sendSlot(c *Comm, i int) []byte {
-	o := (len(p.rd) + i) * c.slot
+	o := (len(p.sd) + i) * c.slot
 	return p.area[o : o+c.slot : o+c.slot]
 }
 
@@ -103,36 +121,59 @@ func (c *Comm) setupPeer(p *peer) error {
 	if p.v != nil {
 		return nil
 	}
-	r := c.cfg.recvDepth
-	area := make([]byte, 2*r*c.slot)
-	h, err := c.fab.register(area)
-	if err != nil {
-		return fmt.Errorf("register buffers: %w", err)
-	}
 	var v link
+	var err error
 	if p.local {
 		v = c.newShmLink(p)
 	} else if v, err = c.fab.newLink(c.qdepth); err != nil {
-		_ = c.fab.deregister(h)
 		return fmt.Errorf("new VI: %w", err)
 	}
+	var lane *vi.VI
+	if bl, ok := v.(*bondLink); ok {
+		lane = bl.lane
+	}
+	r := c.cfg.recvDepth
+	nr := r // receive slots
+	if lane != nil {
+		nr = 2 * r
+	}
+	area := make([]byte, (nr+r)*c.slot)
+	h, err := c.fab.register(area)
+	if err != nil {
+		_ = v.Disconnect()
+		return fmt.Errorf("register buffers: %w", err)
+	}
 	p.area, p.h, p.v = area, h, v
-	p.rd = make([]descriptors.Descriptor, r)
+	if lane != nil {
+		lh, ok := c.fab.(*bondFabric).laneMemory(h)
+		if !ok {
+			return fmt.Errorf("register buffers: no rail 0 handle for the lane")
+		}
+		p.lane, p.laneH = lane, lh
+		p.lrpos = newRing(r)
+		p.lsops = newOpRing(r)
+	}
+	p.rd = make([]descriptors.Descriptor, nr)
 	p.sd = make([]descriptors.Descriptor, r)
 	p.rpos = newRing(r)
-	p.sops = newOpRing(r + maxChunks)
+	p.sops = newOpRing(2*r + maxChunks) // a lane's sends may come back to the bond
 	p.sfre = make([]int, 0, r)
 	p.wfre = make([]int, 0, maxChunks)
-	segs := make([]descriptors.Segment, 2*r+maxChunks)
-	for i := range r {
+	segs := make([]descriptors.Segment, nr+r+maxChunks)
+	for i := range nr {
 		p.rd[i].Segments = segs[i : i+1 : i+1]
 		p.rd[i].Segments[0] = descriptors.Segment{Buf: p.recvSlot(c, i), Handle: h}
-		p.sd[i].Segments = segs[r+i : r+i+1 : r+i+1]
+		if i >= r {
+			p.rd[i].Segments[0].Handle = p.laneH
+		}
+	}
+	for i := range r {
+		p.sd[i].Segments = segs[nr+i : nr+i+1 : nr+i+1]
 		p.sd[i].Segments[0].Handle = h
 		p.sfre = append(p.sfre, r-1-i)
 	}
 	for i := range maxChunks {
-		p.wd[i].Segments = segs[2*r+i : 2*r+i+1 : 2*r+i+1]
+		p.wd[i].Segments = segs[nr+r+i : nr+r+i+1 : nr+r+i+1]
 		p.wfre = append(p.wfre, i)
 	}
 	if id := v.id(); id >= 0 {
@@ -141,11 +182,10 @@ func (c *Comm) setupPeer(p *peer) error {
 		}
 		c.byVI[id] = p
 	}
-	for i := range r {
-		if err := v.PostRecv(&p.rd[i]); err != nil {
+	for i := range nr {
+		if err := c.postRecvSlot(p, i); err != nil {
 			return fmt.Errorf("post receive: %w", err)
 		}
-		p.rpos.push(i)
 	}
 	return nil
 }
@@ -198,6 +238,9 @@ func (c *Comm) connectResult(p *peer, attempt int, err error) {
 }
 
 func (c *Comm) connected(p *peer) {
+	if bl, ok := p.v.(*bondLink); ok {
+		p.laneUp = bl.laneUp && p.lane != nil
+	}
 	c.setState(p, stConnected)
 	c.pumpPeer(p)
 }
@@ -264,7 +307,7 @@ func (c *Comm) onConnRequest(req connRequest) {
 	}
 	p.attempt++
 	if !c.fab.acceptBlocks() {
-		if err := req.accept(p.v, p.macs, c.addrs[p.rank].EP); err != nil {
+		if err := req.accept(c.ctx, p.v, p.macs, c.addrs[p.rank].EP); err != nil {
 			c.peerFailed(p, fmt.Errorf("accept: %w", err), true)
 			return
 		}
@@ -279,7 +322,7 @@ func (c *Comm) onConnRequest(req connRequest) {
 	c.conns.Add(1)
 	go func() {
 		defer c.conns.Done()
-		err := req.accept(v, p.macs, c.addrs[p.rank].EP)
+		err := req.accept(c.ctx, v, p.macs, c.addrs[p.rank].EP)
 		c.mu.Lock()
 		if err != nil {
 			err = fmt.Errorf("accept: %w", err)
@@ -340,7 +383,7 @@ func (c *Comm) pumpPeer(p *peer) {
 		p.sendq.remove(r)
 		p.msgsSent++
 		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: r.size()}
-		if c.byHandshake(r) {
+		if c.byHandshake(r, p) {
 			e.typ, e.sendID, e.sync = msgRTS, r.id, r.sync
 			if !c.postSlot(p, &e, nil) {
 				c.complete(r, p.err)
@@ -371,6 +414,20 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 	d := &p.sd[i]
 	d.Control = descriptors.Control{}
 	d.Segments[0].Buf = b[:k]
+	if p.lane != nil {
+		d.Control.Immediate, d.Control.ImmData = true, p.sendSeq
+		p.sendSeq++
+		if c.postLane(p, i) {
+			return true
+		}
+	}
+	return c.postBond(p, i)
+}
+
+// postBond posts send slot i, filled, on p's VI (a bond's, with lanes).
+func (c *Comm) postBond(p *peer, i int) bool {
+	d := &p.sd[i]
+	d.Segments[0].Handle = p.h
 	if err := p.v.PostSend(d); err != nil {
 		p.sfre = append(p.sfre, i)
 		c.peerFailed(p, c.viCause(p, err), true)
@@ -478,6 +535,10 @@ func (c *Comm) peerFailed(p *peer, cause error, dead bool) {
 	}
 	pe := &PeerError{Rank: p.rank, Err: cause}
 	p.err = pe
+	if p.lane != nil && !p.laneGone {
+		p.laneUp, p.laneGone = false, true
+		_ = p.lane.Disconnect()
+	}
 	if dead {
 		c.setState(p, stDead)
 		if c.anyErr == nil {

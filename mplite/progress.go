@@ -250,13 +250,20 @@ func (c *Comm) handle(comp completion) {
 		return
 	}
 	id := c.fab.linkID(comp)
-	if id < 0 || id >= len(c.byVI) || c.byVI[id] == nil || c.byVI[id].v.raw() != comp.raw {
+	if id < 0 || id >= len(c.byVI) || c.byVI[id] == nil {
 		return
 	}
 	p := c.byVI[id]
+	if comp.lane {
+		c.handleLane(p, comp)
+		return
+	}
+	if p.v.raw() != comp.raw {
+		return
+	}
 	if comp.recv {
 		if d, ok := p.v.RecvDone(); ok {
-			c.onRecv(p, d)
+			c.onRecv(p, d, false)
 		}
 		return
 	}

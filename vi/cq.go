@@ -26,6 +26,7 @@ type CQ struct {
 	closed   bool
 	wake     chan struct{}
 	watcher  chan struct{} // a DatagramPort's wake (WatchCQ), under p.mu
+	notify   chan struct{} // Notify's channel, under p.mu
 }
 
 // NewCQ creates a completion queue of the given depth. Every work queue
@@ -68,6 +69,26 @@ func (cq *CQ) push(v *VI, recv bool) {
 	if cq.watcher != nil {
 		wake.Signal(cq.watcher)
 	}
+	if cq.notify != nil {
+		wake.Signal(cq.notify)
+	}
+}
+
+// Queued reports whether a completion is queued, without making progress.
+func (cq *CQ) Queued() bool {
+	cq.p.mu.Lock()
+	defer cq.p.mu.Unlock()
+	return cq.n > 0
+}
+
+// Notify makes every completion queued on cq also signal ch, without
+// blocking (a full channel is already signalled), so that a consumer that
+// waits elsewhere (a bond's completion queue, bonding.CQ.Follow) learns of
+// it. Nil stops it.
+func (cq *CQ) Notify(ch chan struct{}) {
+	cq.p.mu.Lock()
+	cq.notify = ch
+	cq.p.mu.Unlock()
 }
 
 func (cq *CQ) popLocked() (Completion, bool) {
