@@ -7,7 +7,8 @@
 # ROUNDS rounds; prints each one's runs, median and ratio to the plain link (1) and to the bond over
 # one link (1b). Needs root and an idle machine.
 # Env: MODULE (vi; mplite bonds by itself whenever K > 1 and has no 1b), ROUNDS (7),
-# KS ("1 1b 2 3 4": K links, bonded when K > 1; 1b is one bonded link; "1 2 3 4" for mplite),
+# KS ("1 1b 2 3 4": K links, bonded when K > 1; 1b is one bonded link; "1 2 3 4" for mplite,
+# where Kn is K links without lanes, everything through the bond: MPLITE_BOND_LANE=0),
 # DRIVER (afxdp), PIN (1), OUT (work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +34,7 @@ trap 'exit 130' INT TERM HUP
 
 maxk=1
 for k in $KS; do
-	n=${k%b}
+	n=${k%[bn]}
 	[ "$n" -gt "$maxk" ] && maxk=$n
 done
 ip netns add $A
@@ -52,19 +53,20 @@ common=(-module "$MODULE" -driver "$DRIVER" -job 7707 -secret "$secret" -l 1 -u 
 : >"$OUT/samples"
 for r in $(seq "$ROUNDS"); do
 	for k in $KS; do
-		n=${k%b}
+		n=${k%[bn]}
 		extra=()
-		[ "$k" != "$n" ] && extra=(-bond)
+		lane=1
+		case $k in *b) extra=(-bond) ;; *n) lane=0 ;; esac
 		ia=$(seq -s, -f 'a%g' 0 $((n - 1)))
 		ib=$(seq -s, -f 'b%g' 0 $((n - 1)))
 		peers=$(for i in $(seq 0 $((n - 1))); do mac $B b$i; done | paste -sd,)
 		# shellcheck disable=SC2046
-		ip netns exec $B $(pin 1) "$OUT/netpipe" -r -iface "$ib" "${common[@]}" "${extra[@]}" \
+		MPLITE_BOND_LANE=$lane ip netns exec $B $(pin 1) "$OUT/netpipe" -r -iface "$ib" "${common[@]}" "${extra[@]}" \
 			>/dev/null 2>>"$OUT/err" &
 		rp=$!
 		sleep 0.3
 		# shellcheck disable=SC2046
-		ip netns exec $A $(pin 0) "$OUT/netpipe" -iface "$ia" -peer "$peers" -json "${common[@]}" "${extra[@]}" \
+		MPLITE_BOND_LANE=$lane ip netns exec $A $(pin 0) "$OUT/netpipe" -iface "$ia" -peer "$peers" -json "${common[@]}" "${extra[@]}" \
 			>"$OUT/last.json" 2>>"$OUT/err" || true
 		wait $rp || true
 		# Parsed after netpipe has ended: a parser started beside it takes a CPU from an end.

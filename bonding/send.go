@@ -184,7 +184,9 @@ func (v *VI) nextWork(r int) (work, bool) {
 			// while another still has a backlog, and as pieces last about
 			// pieceTime on any rail, the rails finish a write within about
 			// that of each other.
-			piece := v.piece(r)
+			// A write is cut into at least one piece per live rail, so
+			// that one shorter than two pieces is striped too.
+			piece := min(v.piece(r), max((st.total+v.liveRails()-1)/v.liveRails(), minSplit))
 			n := min(piece, st.total-st.rdmaNext)
 			if v.rails[r].inflight < 2*piece {
 				w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}
@@ -305,6 +307,10 @@ func (v *VI) liveRails() int {
 	}
 	return n
 }
+
+// minSplit is the smallest piece a write is cut into to spread it over
+// the rails.
+const minSplit = 4 << 10
 
 // Pieces last about pieceTime on their rail, but are at least minPiece
 // bytes: what a rail holds in flight (two pieces) is what a frame sent

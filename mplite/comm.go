@@ -132,9 +132,11 @@ type endpoint struct {
 	addrs    []nic.Addr // every rank's rail-0 MAC and endpoint
 	chunk    int        // bytes per RDMA write descriptor
 	qdepth   int
-	// laneEager is the longest eager message to a peer with a lane (0:
-	// none has one; lane.go).
-	laneEager int
+	// laneBytes is the longest message, envelope included, that goes on a
+	// lane (lane.go); heldFree keeps the buffers of envelopes that came
+	// before their turn.
+	laneBytes int
+	heldFree  [][]byte
 	slot      int // bytes per eager buffer: envelope and payload
 	epoch     time.Time
 
@@ -240,8 +242,10 @@ type Stats struct {
 	// VI on the first NIC that carries small messages) broke, so that they
 	// went on through the bond alone; LaneResent counts the messages sent
 	// again through the bond then, and LaneDuplicates the messages that
-	// came twice (by lane and by bond) and were dropped.
-	LaneFailovers, LaneResent, LaneDuplicates uint64
+	// came twice (by lane and by bond) and were dropped. LaneReordered
+	// counts the messages that overtook an earlier one (a short one on the
+	// lane, a long one through the bond) and waited for it.
+	LaneFailovers, LaneResent, LaneDuplicates, LaneReordered uint64
 	// Driver is the frame driver Init opened the rank's NICs with,
 	// "afxdp" or "afpacket" (see Init for how the default chooses); empty
 	// for devices the caller opened (NewComm, NewBondedComm) and worlds
@@ -396,20 +400,31 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 const lineWindowTime = 4 * time.Millisecond
 
 // lineOptions sets the window and acknowledgement timing of connections
-// on ports of rate bit/s (0: unknown, vi's defaults) over rails NICs.
-func lineOptions(o *vi.Options, rate uint64, mtu, rails int) {
+// on ports of rate bit/s (0: unknown, vi's defaults) over rails NICs, with
+// or without lanes (lane.go).
+func lineOptions(o *vi.Options, rate uint64, mtu, rails int, lanes bool) {
 	if rate == 0 {
 		return
 	}
 	o.Window = lineWindow(rate, mtu)
-	if rails == 1 {
-		// Not on a bond's rails: the bond sends a small message on its
-		// first rail only while what that rail holds unacknowledged
-		// drains within smallQueue, and acknowledgements held a
-		// millisecond sent them to the other rails (8 ranks over two
-		// 100 Mbit/s NICs, 1 KiB: Allreduce 292-322 -> 368-374 µs, Scan
-		// 312-371 -> 394-395).
+	switch {
+	case rails == 1:
 		o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
+	case lanes:
+		// A lane (reliable reception) asks for an acknowledgement of
+		// every message: it waits as long for the next message to carry
+		// it.
+		o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
+		if o.AckDelay > 0 {
+			o.AckReqDelay = o.AckDelay
+		}
+	default:
+		// Not on a bond's rails that carry small messages themselves:
+		// the bond sends one on its first rail only while what that rail
+		// holds unacknowledged drains within smallQueue, and
+		// acknowledgements held a millisecond sent them to the other
+		// rails (8 ranks over two 100 Mbit/s NICs, 1 KiB: Allreduce
+		// 292-322 -> 368-374 µs, Scan 312-371 -> 394-395).
 	}
 }
 
@@ -467,7 +482,7 @@ func (c *Comm) openProvider() error {
 		PeerTimeout: c.cfg.peerTimeout,
 	}
 	if len(c.devs) > 0 {
-		lineOptions(&o, c.cfg.tuning.Rate, c.devs[0].MTU(), len(c.devs))
+		lineOptions(&o, c.cfg.tuning.Rate, c.devs[0].MTU(), len(c.devs), !c.cfg.noLane)
 	}
 	if c.cfg.osYield {
 		o.PollGrace, o.MaxBlock, o.BackgroundNaps = sharedGrace, sharedGrace, true
@@ -479,7 +494,7 @@ func (c *Comm) openProvider() error {
 	c.fab = f
 	f.setCallers(c.polling)
 	if bf, ok := f.(*bondFabric); ok {
-		c.laneEager = bf.laneLimit()
+		c.laneBytes = bf.laneLimit()
 	}
 	c.chunk = f.maxTransfer()
 	// MP_Lite's dynamic registration: user buffers of the handshake are

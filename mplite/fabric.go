@@ -335,9 +335,9 @@ func (f *bondFabric) newLink(qdepth int) (link, error) {
 	return l, nil
 }
 
-// laneLimit is the longest eager message a lane carries (0: no lanes):
-// what the bond would have sent on one rail anyway. Longer ones go by
-// handshake, their data striped by RDMA.
+// laneLimit is the longest message, envelope included, a lane carries (0:
+// no lanes): what the bond would send on one rail anyway. Longer ones go
+// through the bond, striped.
 func (f *bondFabric) laneLimit() int {
 	if f.lcq == nil {
 		return 0

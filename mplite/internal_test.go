@@ -269,19 +269,28 @@ func TestLineAckTiming(t *testing.T) {
 }
 
 // TestLineOptions: a known rate sets the window on any fabric and the
-// acknowledgement timing on one NIC only; an unknown one leaves vi's
-// defaults.
+// acknowledgement timing on one NIC or a bond with lanes (where a lane's
+// requested acknowledgements wait as long), not on a bond without; an
+// unknown one leaves vi's defaults.
 func TestLineOptions(t *testing.T) {
 	for _, tc := range []struct {
 		rate          uint64
 		rails, window int
-		ack           bool
-	}{{0, 1, 0, false}, {100e6, 1, 32, true}, {100e6, 2, 32, false}, {1e9, 1, 256, false}} {
+		lanes         bool
+		ack, ackReq   bool
+	}{
+		{0, 1, 0, false, false, false},
+		{100e6, 1, 32, false, true, false},
+		{100e6, 2, 32, false, false, false},
+		{100e6, 2, 32, true, true, true},
+		{1e9, 1, 256, false, false, false},
+		{1e9, 2, 256, true, false, false},
+	} {
 		var o vi.Options
-		lineOptions(&o, tc.rate, 1500, tc.rails)
-		if o.Window != tc.window || (o.AckDelay != 0) != tc.ack || (o.RTOMin != 0) != tc.ack {
-			t.Errorf("rate %d, %d rails: window %d, ack delay %v, RTO floor %v; want window %d, ack timing set %v",
-				tc.rate, tc.rails, o.Window, o.AckDelay, o.RTOMin, tc.window, tc.ack)
+		lineOptions(&o, tc.rate, 1500, tc.rails, tc.lanes)
+		if o.Window != tc.window || (o.AckDelay != 0) != tc.ack || (o.RTOMin != 0) != tc.ack || (o.AckReqDelay != 0) != tc.ackReq {
+			t.Errorf("rate %d, %d rails, lanes %v: window %d, ack delay %v, RTO floor %v, requested-ack delay %v; want window %d, ack timing set %v, requested %v",
+				tc.rate, tc.rails, tc.lanes, o.Window, o.AckDelay, o.RTOMin, o.AckReqDelay, tc.window, tc.ack, tc.ackReq)
 		}
 	}
 }

@@ -7,23 +7,24 @@ package mplite
 // with several NICs gives each connection a lane beside the bond: a plain
 // VI on the first NIC, peer to peer with the peer's lane, at reliable
 // reception (a send completes once the peer has it, so that the sender
-// knows what a broken lane may have lost). Envelopes (eager messages up to the bond's stripe threshold, RTS,
-// CTS, offers' and Finalize's messages) go on the lane; the bond carries
-// the handshakes' RDMA writes, striped over every rail. Longer eager
-// messages go by handshake instead, so that their data is striped too, and
-// no offers are made (an offered write on the bond could land after the
-// envelope sent behind it on the lane).
+// knows what a broken lane may have lost). Messages up to the bond's stripe
+// threshold, envelope included, go on the lane (what the bond would have
+// sent on one rail anyway); longer ones, and the handshakes' RDMA writes,
+// go through the bond, striped.
 //
 // Every envelope to a peer with a lane carries its number as immediate
-// data, whichever way it goes. A lane that breaks (its NIC died, or the
-// peer's lane never connected) loses nothing: the sender disconnects it,
-// which completes every send still posted on it as flushed, and sends
-// those again through the bond, in order, before anything newer; the
-// receiver drops what it already had (a flushed send may have arrived),
-// and a bond message that comes before an earlier one finds it among the
-// lane's completed receives (a lane send completes only once delivered,
-// so what the sender did not send again is there). The connection then
-// goes on through the bond alone.
+// data, whichever way it goes, and the receiver handles them in that
+// order: one that overtook an earlier one on the other way is copied aside
+// until its turn. Offers (offer.go) keep their order too: the sender sends
+// nothing more by envelope until a write into an offer completes, and the
+// receiver takes in its bond's completions before a lane's while it has an
+// offer out.
+//
+// A lane that breaks (its NIC died, or the peer's lane never connected)
+// loses nothing: the sender disconnects it, which completes every send
+// still posted on it as flushed, and sends those again through the bond;
+// the receiver drops the numbers it has seen (a flushed send may have
+// arrived). The connection then goes on through the bond alone.
 
 import (
 	"context"
@@ -60,9 +61,9 @@ func connectLane(ctx context.Context, lane *vi.VI, mac net.HardwareAddr, ep uint
 }
 
 // postLane posts send slot i, filled and numbered, on p's lane if it is
-// up, and reports whether it did.
+// up and the message is short, and reports whether it did.
 func (c *Comm) postLane(p *peer, i int) bool {
-	if !p.laneUp {
+	if !p.laneUp || len(p.sd[i].Segments[0].Buf) > c.laneBytes {
 		return false
 	}
 	d := &p.sd[i]
@@ -123,6 +124,9 @@ func (c *Comm) handleLane(p *peer, comp completion) {
 		return
 	}
 	if comp.recv {
+		if p.offered != nil {
+			c.drainBond(p)
+		}
 		if d, ok := p.lane.RecvDone(); ok {
 			c.onRecv(p, d, true)
 		}
@@ -140,35 +144,89 @@ func (c *Comm) handleLane(p *peer, comp completion) {
 	c.pumpPeer(p)
 }
 
-// inSequence checks the number s of an envelope of p that came by lane or
-// by bond, and reports whether to handle it (false: it is a copy of one
-// handled already, or p failed).
-func (c *Comm) inSequence(p *peer, s uint32, lane bool) bool {
-	if s == p.recvSeq {
-		p.recvSeq++
-		return true
+// drainBond takes in what p's bond holds before the next envelope from its
+// lane while an offer is out to p: the write into the offer, if p used it,
+// completed at p before p sent anything more by envelope, so it is here.
+func (c *Comm) drainBond(p *peer) {
+	for p.offered != nil && p.state == stConnected {
+		d, ok := p.v.RecvDone()
+		if !ok {
+			return
+		}
+		c.onRecv(p, d, false)
 	}
-	if int32(s-p.recvSeq) < 0 {
+}
+
+// inSequence handles numbered envelope msg of p (in receive slot slot) in
+// order: the next one at once, with those kept that follow it; a later one
+// is copied aside (its slot goes back, so that the one it waits for, which
+// may come the same way after a lane broke, finds a slot) until its turn;
+// one seen already is dropped.
+func (c *Comm) inSequence(p *peer, s uint32, msg []byte, slot int) {
+	d := int32(s - p.recvSeq)
+	switch {
+	case d < 0 || p.heldAt(s) >= 0:
 		c.stats.LaneDuplicates++
-		return false
-	}
-	if !lane && p.lane != nil {
-		// Sent through the bond after the lane broke: the envelopes
-		// before it that the sender did not send again were delivered
-		// on the lane.
-		for s != p.recvSeq {
-			d, ok := p.lane.RecvDone()
-			if !ok {
-				break
-			}
-			c.onRecv(p, d, true)
+		c.repost(p, slot)
+	case d > 0:
+		if len(p.held) >= 2*len(p.sd)+maxChunks {
+			// More than lane and bond can have in flight: not our peer's
+			// doing.
+			c.stats.BadEnvelopes++
+			c.peerFailed(p, fmt.Errorf("mplite: rank %d sent message %d while %d was missing and %d more came", p.rank, s, p.recvSeq, len(p.held)), true)
+			return
 		}
-		if s == p.recvSeq {
-			p.recvSeq++
-			return true
+		b := c.heldBuf()[:len(msg)]
+		copy(b, msg)
+		p.held = append(p.held, heldMsg{seq: s, msg: b})
+		c.stats.LaneReordered++
+		c.repost(p, slot)
+	default:
+		p.recvSeq++
+		c.dispatch(p, msg, slot)
+		c.releaseHeld(p)
+	}
+}
+
+// heldMsg is a numbered envelope that came before its turn, copied.
+type heldMsg struct {
+	seq uint32
+	msg []byte
+}
+
+// heldAt is the index of envelope s among p's held ones, or -1.
+func (p *peer) heldAt(s uint32) int {
+	for i := range p.held {
+		if p.held[i].seq == s {
+			return i
 		}
 	}
-	c.stats.BadEnvelopes++
-	c.peerFailed(p, fmt.Errorf("mplite: message %d of rank %d came before its message %d", s, p.rank, p.recvSeq), true)
-	return false
+	return -1
+}
+
+// releaseHeld handles p's held envelopes whose turn has come.
+func (c *Comm) releaseHeld(p *peer) {
+	for len(p.held) > 0 && p.state == stConnected {
+		i := p.heldAt(p.recvSeq)
+		if i < 0 {
+			return
+		}
+		h := p.held[i]
+		last := len(p.held) - 1
+		p.held[i], p.held[last] = p.held[last], heldMsg{}
+		p.held = p.held[:last]
+		p.recvSeq++
+		c.dispatch(p, h.msg, -1)
+		c.heldFree = append(c.heldFree, h.msg[:cap(h.msg)])
+	}
+}
+
+// heldBuf returns a buffer for a held envelope: a receive slot's size.
+func (c *Comm) heldBuf() []byte {
+	if n := len(c.heldFree); n > 0 {
+		b := c.heldFree[n-1]
+		c.heldFree = c.heldFree[:n-1]
+		return b
+	}
+	return make([]byte, c.slot)
 }

@@ -17,7 +17,11 @@ import "fmt"
 // number only. Messages from a peer arrive in the order they were posted
 // (one VI, in order), the sender lets nothing overtake an offered message,
 // and the receiver counts the messages that came by envelope, so both ends
-// agree whether message k used the offer.
+// agree whether message k used the offer. Between ranks with lanes the
+// write travels on the bond and the envelopes on the lane, so the sender
+// sends no message by envelope until the write is complete (and so in the
+// receiver's bond), and the receiver takes in what its bond holds before
+// the next envelope from the lane while an offer is out (lane.go).
 
 // Outcomes of useOffer.
 const (
@@ -29,7 +33,7 @@ const (
 // offerRecv offers receive r (just posted for p's messages) to p when that
 // is unambiguous; see the file comment.
 func (c *Comm) offerRecv(p *peer, r *Request) {
-	if p.state != stConnected || p.err != nil || p.offered != nil || p.lane != nil || r.tag == AnyTag || r.lay != nil ||
+	if p.state != stConnected || p.err != nil || p.offered != nil || r.tag == AnyTag || r.lay != nil ||
 		len(r.buf) <= c.cfg.eagerLimit || c.anyPost.head != nil ||
 		c.posted[p.rank].head != r || r.next != nil {
 		return
@@ -115,6 +119,9 @@ func (c *Comm) useOffer(p *peer, r *Request) int {
 	p.sendq.remove(r)
 	p.msgsSent++
 	c.stats.OffersTaken++
+	if p.lane != nil {
+		p.offerOut = r // nothing by envelope may overtake it (lane.go)
+	}
 	r.reg, r.recvID, r.grant, r.rkey, r.raddr, r.off = reg, o.recvID, len(r.buf), o.rkey, o.raddr, 0
 	p.rdmaq.push(r)
 	c.postChunk(p, r)

@@ -512,7 +512,7 @@ func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16
 	}
 	p := c.peers[dest]
 	c.ensureConn(p)
-	if c.byHandshake(r, p) && !p.hasOffer && p.sendq.head == nil && p.err == nil {
+	if c.byHandshake(r) && !p.hasOffer && p.sendq.head == nil && p.err == nil {
 		// The receiver's offer may be here already, unread: take in what
 		// has arrived before paying for an RTS and CTS.
 		c.progressLocked()
@@ -521,7 +521,7 @@ func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16
 		c.complete(r, p.err)
 		return nil
 	}
-	if c.byHandshake(r, p) {
+	if c.byHandshake(r) {
 		r.id = c.newID()
 		c.sendIDs[r.id] = r
 		c.stats.HandshakeSent++
@@ -533,12 +533,10 @@ func (c *Comm) startSendLocked(r *Request, buf []byte, dest, tag int, ctx uint16
 	return nil
 }
 
-// byHandshake says whether send r to p (nil: to this rank) goes by RTS and
-// CTS: a message above the eager limit (a lane's, to a peer with one), or a
-// synchronous one (its CTS proves the receive matched).
-func (c *Comm) byHandshake(r *Request, p *peer) bool {
-	return r.sync || r.size() > c.cfg.eagerLimit || p != nil && p.lane != nil && r.size() > c.laneEager
-}
+// byHandshake says whether send r goes by RTS and CTS: a message above
+// the eager limit, or a synchronous one (its CTS proves the receive
+// matched).
+func (c *Comm) byHandshake(r *Request) bool { return r.sync || r.size() > c.cfg.eagerLimit }
 
 // sendSelf delivers a message to this rank: into a posted receive, or
 // onto the unexpected queue (copied if short; a long one waits for its
@@ -552,7 +550,7 @@ func (c *Comm) sendSelf(r *Request) {
 	}
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.length = c.rank, r.tag, r.ctx, len(r.buf)
-	if !c.byHandshake(r, nil) {
+	if !c.byHandshake(r) {
 		m.typ = msgEager
 		if len(r.buf) > 0 {
 			m.tmp = c.getTmp()
@@ -744,7 +742,7 @@ func (c *Comm) releaseUmsg(m *umsg) {
 
 // repost gives receive slot i back to p's VI (or its lane).
 func (c *Comm) repost(p *peer, i int) {
-	if p.state == stDead || p.state == stClosed || c.finalized {
+	if i < 0 || p.state == stDead || p.state == stClosed || c.finalized {
 		return
 	}
 	if err := c.postRecvSlot(p, i); err != nil {
@@ -799,10 +797,6 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor, lane bool) {
 		c.onWriteDone(p, id, n)
 		return
 	}
-	if d.Status&descriptors.StatusImmediate != 0 && !c.inSequence(p, d.ImmData, lane) {
-		c.repost(p, slot)
-		return
-	}
 	msg := p.rd[slot].Segments[0].Buf
 	if d.Length > len(msg) {
 		c.stats.BadEnvelopes++
@@ -810,12 +804,21 @@ func (c *Comm) onRecv(p *peer, d *descriptors.Descriptor, lane bool) {
 		return
 	}
 	msg = msg[:d.Length]
-	var e envelope
-	limit := c.cfg.eagerLimit
-	if p.lane != nil {
-		limit = c.laneEager // the eager limit between ranks with lanes
+	if d.Status&descriptors.StatusImmediate != 0 {
+		// A numbered envelope (a peer with a lane): in order, or kept
+		// until the ones before it come (lane.go).
+		c.inSequence(p, d.ImmData, msg, slot)
+		return
 	}
-	if err := parseEnvelope(msg, limit, &e); err != nil {
+	c.dispatch(p, msg, slot)
+}
+
+// dispatch handles envelope message msg of p, in receive slot slot, or in
+// a copy (slot -1: nothing to give back, and an unexpected eager message
+// is copied aside whatever the bound).
+func (c *Comm) dispatch(p *peer, msg []byte, slot int) {
+	var e envelope
+	if err := parseEnvelope(msg, c.cfg.eagerLimit, &e); err != nil {
 		c.stats.BadEnvelopes++
 		c.repost(p, slot)
 		return
@@ -862,7 +865,7 @@ func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
 	c.envelopeArrived(p)
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.typ, m.length = p.rank, e.tag, e.ctx, msgEager, len(data)
-	if cost := int64(len(data)) + umsgCost; c.unexpBytes+cost <= c.cfg.unexpectedLimit {
+	if cost := int64(len(data)) + umsgCost; c.unexpBytes+cost <= c.cfg.unexpectedLimit || slot < 0 {
 		if len(data) > 0 {
 			m.tmp = c.getTmp()
 			m.data = m.tmp[:len(data)]
@@ -906,7 +909,7 @@ func (c *Comm) onRTS(p *peer, slot int, e *envelope) {
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.typ, m.length, m.sendID = p.rank, e.tag, e.ctx, msgRTS, e.length, e.sendID
 	m.cost = umsgCost
-	if c.unexpBytes+m.cost <= c.cfg.unexpectedLimit {
+	if c.unexpBytes+m.cost <= c.cfg.unexpectedLimit || slot < 0 {
 		c.repost(p, slot)
 	} else {
 		m.held, m.slot = true, slot
@@ -1038,6 +1041,9 @@ func (c *Comm) onSend(p *peer, d *descriptors.Descriptor) {
 		p.wfre = append(p.wfre, op.idx)
 		r := op.req
 		r.chunks--
+		if r.chunks == 0 && p.offerOut == r && r.off == r.grant {
+			p.offerOut = nil
+		}
 		if r.chunks == 0 {
 			if !r.done && !failed && r.off == r.grant {
 				delete(c.sendIDs, r.id)

@@ -77,6 +77,11 @@ type peer struct {
 	lrpos            ring
 	lsops            opRing
 	sendSeq, recvSeq uint32
+	// offerOut is the send written into the peer's offer, on the bond,
+	// until it completes: messages by envelope wait for it. held are the
+	// numbered envelopes that came before their turn.
+	offerOut *Request
+	held     []heldMsg
 }
 
 // The area holds the receive slots, the send slots, then a lane's receive
@@ -368,7 +373,7 @@ func (c *Comm) pumpPeer(p *peer) {
 			return
 		}
 	}
-	for r := p.sendq.head; r != nil; r = p.sendq.head {
+	for r := p.sendq.head; r != nil && p.offerOut == nil; r = p.sendq.head {
 		if p.hasOffer {
 			switch c.useOffer(p, r) {
 			case offerWait:
@@ -383,7 +388,7 @@ func (c *Comm) pumpPeer(p *peer) {
 		p.sendq.remove(r)
 		p.msgsSent++
 		e := envelope{typ: msgEager, ctx: r.ctx, tag: r.tag, length: r.size()}
-		if c.byHandshake(r, p) {
+		if c.byHandshake(r) {
 			e.typ, e.sendID, e.sync = msgRTS, r.id, r.sync
 			if !c.postSlot(p, &e, nil) {
 				c.complete(r, p.err)

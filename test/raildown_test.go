@@ -15,7 +15,9 @@ import (
 // 8 MiB on rail 1, which only the operations themselves do: a timed cut
 // landed before the first call on a slow machine. Every call must complete with the right
 // data on the remaining rail, and every rank must have seen the rail fail
-// during a call.
+// during a call. Last, rail 0 goes down under an Alltoall of 1 KiB blocks,
+// whose messages travel on the lanes (plain VIs on rail 0 beside the bond):
+// what they held goes on through the bond.
 func TestRailDownMidOperation(t *testing.T) {
 	needRoot(t)
 	done := regexp.MustCompile(`loop (\w+) ok: (\d+) calls, (\d+) bytes checked in \S+; rails 2, rail failures (\d+), first seen in call (\d+)`)
@@ -23,13 +25,16 @@ func TestRailDownMidOperation(t *testing.T) {
 		name, op string
 		np       int
 		size     string
+		down     string // -rail-down
 	}{
-		{"alltoall", "alltoall", 4, "1048576"},
-		{"16MiB", "pingpong", 2, "16777216"},
+		{"alltoall", "alltoall", 4, "1048576", "1@8MiB"},
+		{"16MiB", "pingpong", 2, "16777216", "1@8MiB"},
+		// Rail 0 carries the lanes, where 1 KiB blocks go.
+		{"lane", "alltoall", 4, "1024", "0@1MiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := run(t, 3*time.Minute, built.path(t, "mprun"), "-np", strconv.Itoa(tc.np), "-nics", "2", "-rate", "100mbit",
-				"-rail-down", "1@8MiB", "-timeout", "2m", "--",
+				"-rail-down", tc.down, "-timeout", "2m", "--",
 				built.path(t, "mpitest"), "-loop", tc.op, "-size", tc.size, "-for", "2s")
 			if err != nil {
 				t.Fatalf("mprun failed: %v\n%s", err, out)
