@@ -101,15 +101,15 @@
 // package bonding, one rail per interface, each rail a network of its own:
 // every RDMA write of the handshake is split over the live rails, and a
 // rail that dies costs bandwidth, not messages. Beside the bond each
-// connection has a lane, a plain VI on rail 0 that carries the envelopes
-// and the eager messages up to the bond's stripe threshold (2 KiB), so
-// that a small message costs what it costs over one NIC; longer messages
-// go by handshake, their data striped. A lane that breaks hands what it
-// held to the bond, in order (Stats.LaneFailovers). WithBondLane(false) or
-// MPLITE_BOND_LANE=0 (the same on every rank) sends everything through
-// the bond instead. Connections still open on first use: the rank
-// asks on rail 0 and the other rails follow, so rail 0 must be up when two
-// ranks first talk; a later rail that is down then joins when it comes
-// back. Bootstrap discovery runs on every rail at once. Multicast
+// connection has a lane, a plain VI on rail 0 that carries the messages up
+// to the bond's stripe threshold (2 KiB), so that a small message costs
+// what it costs over one NIC; longer ones are striped through the bond,
+// and messages that overtake on the other way wait their turn. A lane that
+// breaks hands what it held to the bond (Stats.LaneFailovers).
+// WithBondLane(false) or MPLITE_BOND_LANE=0 (the same on every rank) sends
+// everything through the bond instead. Connections still open on first
+// use: the rank asks on rail 0 and the other rails follow, so rail 0 must
+// be up when two ranks first talk; a later rail that is down then joins
+// when it comes back. Bootstrap discovery runs on every rail at once. Multicast
 // collectives use rail 0 only.
 package mplite
