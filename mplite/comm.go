@@ -475,7 +475,7 @@ func (c *Comm) openProvider() error {
 		Config:      nic.Config{EtherType: c.cfg.etherType, JobKey: c.cfg.jobKey, Endpoint: c.addrs[c.rank].EP},
 		MaxTransfer: maxT,
 		QueueDepth:  qd,
-		MaxVIs:      max(vi.DefaultMaxVIs, c.size+8),
+		MaxVIs:      max(vi.DefaultMaxVIs, 2*c.size+8), // rail 0 of a bond also holds the lanes
 		// The communicator polls and spins itself; the provider's waits
 		// (only the progress goroutine's) block at once.
 		SpinTime:    -1,

@@ -106,10 +106,10 @@
 // what it costs over one NIC; longer ones are striped through the bond,
 // and messages that overtake on the other way wait their turn. A lane that
 // breaks hands what it held to the bond (Stats.LaneFailovers).
-// WithBondLane(false) or MPLITE_BOND_LANE=0 (the same on every rank) sends
-// everything through the bond instead. Connections still open on first
-// use: the rank asks on rail 0 and the other rails follow, so rail 0 must
-// be up when two ranks first talk; a later rail that is down then joins
-// when it comes back. Bootstrap discovery runs on every rail at once. Multicast
+// WithBondLane(false) or MPLITE_BOND_LANE=0 sends everything through the
+// bond instead; set it on every rank. Connections still open on first use:
+// the rank asks on rail 0 and the other rails follow, so rail 0 must be up
+// when two ranks first talk; a later rail that is down then joins when it
+// comes back. Bootstrap discovery runs on every rail at once. Multicast
 // collectives use rail 0 only.
 package mplite
