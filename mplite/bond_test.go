@@ -226,6 +226,90 @@ func TestLaneKeepsOrder(t *testing.T) {
 	t.Logf("%d of %d messages waited for an earlier one", reordered, n)
 }
 
+// TestLaneOfferOrder: a long message written into the receiver's offer
+// through the bond, then a short one of the same tag on the lane: the short
+// one must match the second receive, never overtake into the first.
+func TestLaneOfferOrder(t *testing.T) {
+	comms, err := mplite.NewLocalWorld(2, mplite.WithLocalRails(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 50
+	big := 256 << 10
+	errs := make([]error, 2)
+	var taken uint64
+	done := make(chan struct{})
+	for i, c := range comms {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			long, short := make([]byte, big), make([]byte, 8)
+			for k := range rounds {
+				if i == 1 {
+					r1, err := c.Irecv(long, 0, 1)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					r2, err := c.Irecv(short, 0, 1)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					if errs[i] = c.Send(nil, 0, 2); errs[i] != nil { // the receives are posted
+						return
+					}
+					st1, err1 := r1.Wait()
+					st2, err2 := r2.Wait()
+					if err1 != nil || err2 != nil {
+						errs[i] = fmt.Errorf("round %d: %v, %v", k, err1, err2)
+						return
+					}
+					if st1.Count != big || st2.Count != 8 || long[big-1] != byte(k) || short[0] != byte(k) {
+						errs[i] = fmt.Errorf("round %d: got %d and %d bytes (%d, %d), want %d and 8", k, st1.Count, st2.Count, long[big-1], short[0], big)
+						return
+					}
+					continue
+				}
+				if _, errs[i] = c.Recv(nil, 1, 2); errs[i] != nil {
+					return
+				}
+				long[big-1], short[0] = byte(k), byte(k)
+				r1, err := c.Isend(long, 1, 1)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				r2, err := c.Isend(short, 1, 1) // while the long one is on its way
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if errs[i] = mplite.Waitall(r1, r2); errs[i] != nil {
+					return
+				}
+			}
+			if i == 0 {
+				taken = c.Stats().OffersTaken
+			}
+			if ferr := c.Finalize(); errs[i] == nil {
+				errs[i] = ferr
+			}
+		}()
+	}
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the world did not finish")
+		}
+	}
+	noErrors(t, errs)
+	if taken == 0 {
+		t.Error("no message was written into an offer: the case was not exercised")
+	}
+	t.Logf("%d of %d long messages went into offers", taken, rounds)
+}
+
 // railLost runs the chaos mix on a 4-rank world bonded over 2 rails, with
 // rail lost after cut (negative: before the start). The peer timeout is
 // long enough for the race detector on a loaded machine: with one rail

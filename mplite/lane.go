@@ -15,10 +15,10 @@ package mplite
 // Every envelope to a peer with a lane carries its number as immediate
 // data, whichever way it goes, and the receiver handles them in that
 // order: one that overtook an earlier one on the other way is copied aside
-// until its turn. Offers (offer.go) keep their order too: the sender sends
-// nothing more by envelope until a write into an offer completes, and the
-// receiver takes in its bond's completions before a lane's while it has an
-// offer out.
+// until its turn. Offers (offer.go) keep their order too: until a write
+// into an offer completes, the sender's envelopes go through the bond
+// behind it, and the receiver takes in its bond's completions before a
+// lane's while it has an offer out.
 //
 // A lane that breaks (its NIC died, or the peer's lane never connected)
 // loses nothing: the sender disconnects it, which completes every send

@@ -19,9 +19,10 @@ import "fmt"
 // and the receiver counts the messages that came by envelope, so both ends
 // agree whether message k used the offer. Between ranks with lanes the
 // write travels on the bond and the envelopes on the lane, so the sender
-// sends no message by envelope until the write is complete (and so in the
-// receiver's bond), and the receiver takes in what its bond holds before
-// the next envelope from the lane while an offer is out (lane.go).
+// sends its envelopes through the bond, behind the write, until the write
+// is complete (and so in the receiver's bond), and the receiver takes in
+// what its bond holds before the next envelope from the lane while an
+// offer is out (lane.go).
 
 // Outcomes of useOffer.
 const (
@@ -120,7 +121,7 @@ func (c *Comm) useOffer(p *peer, r *Request) int {
 	p.msgsSent++
 	c.stats.OffersTaken++
 	if p.lane != nil {
-		p.offerOut = r // nothing by envelope may overtake it (lane.go)
+		p.offerOut = r // envelopes go behind it, through the bond (lane.go)
 	}
 	r.reg, r.recvID, r.grant, r.rkey, r.raddr, r.off = reg, o.recvID, len(r.buf), o.rkey, o.raddr, 0
 	p.rdmaq.push(r)

@@ -78,8 +78,9 @@ type peer struct {
 	lsops            opRing
 	sendSeq, recvSeq uint32
 	// offerOut is the send written into the peer's offer, on the bond,
-	// until it completes: messages by envelope wait for it. held are the
-	// numbered envelopes that came before their turn.
+	// until it completes: envelopes go through the bond behind it
+	// meanwhile. held are the numbered envelopes that came before their
+	// turn.
 	offerOut *Request
 	held     []heldMsg
 }
@@ -373,7 +374,7 @@ func (c *Comm) pumpPeer(p *peer) {
 			return
 		}
 	}
-	for r := p.sendq.head; r != nil && p.offerOut == nil; r = p.sendq.head {
+	for r := p.sendq.head; r != nil; r = p.sendq.head {
 		if p.hasOffer {
 			switch c.useOffer(p, r) {
 			case offerWait:
@@ -422,7 +423,9 @@ func (c *Comm) postSlot(p *peer, e *envelope, r *Request) bool {
 	if p.lane != nil {
 		d.Control.Immediate, d.Control.ImmData = true, p.sendSeq
 		p.sendSeq++
-		if c.postLane(p, i) {
+		// Behind a write into the peer's offer, through the bond, which
+		// keeps their order (lane.go).
+		if p.offerOut == nil && c.postLane(p, i) {
 			return true
 		}
 	}
