@@ -79,64 +79,49 @@ func TestBondedRailLost(t *testing.T) {
 func TestLaneCarriesSmallMessages(t *testing.T) {
 	for _, lanes := range []bool{true, false} {
 		t.Run(map[bool]string{true: "lanes", false: "nolanes"}[lanes], func(t *testing.T) {
-			comms, err := mplite.NewLocalWorld(2, mplite.WithLocalRails(2), mplite.WithBondLane(lanes))
-			if err != nil {
-				t.Fatal(err)
-			}
 			big := 1 << 20
-			errs := make([]error, 2)
 			bond := make([]uint64, 2)
 			lane := make([]uint64, 2)
-			tx := make([][]uint64, 2)
-			done := make(chan struct{})
-			for i, c := range comms {
-				go func() {
-					defer func() { done <- struct{}{} }()
-					peer := 1 - i
-					buf := make([]byte, 8)
-					for k := range 100 {
-						if (k+i)%2 == 0 {
-							buf[0] = byte(k)
-							errs[i] = c.Send(buf, peer, 1)
-						} else if _, errs[i] = c.Recv(buf, peer, 1); errs[i] == nil && buf[0] != byte(k) {
-							errs[i] = fmt.Errorf("message %d carried %d", k, buf[0])
+			var tx []uint64
+			opts := []mplite.Option{mplite.WithLocalRails(2), mplite.WithBondLane(lanes)}
+			noErrors(t, runWorld(t, 2, 60*time.Second, opts, func(c *mplite.Comm) error {
+				i := c.Rank()
+				buf := make([]byte, 8)
+				for k := range 100 {
+					if (k+i)%2 == 0 {
+						buf[0] = byte(k)
+						if err := c.Send(buf, 1-i, 1); err != nil {
+							return err
 						}
-						if errs[i] != nil {
-							return
-						}
+					} else if _, err := c.Recv(buf, 1-i, 1); err != nil {
+						return err
+					} else if buf[0] != byte(k) {
+						return fmt.Errorf("message %d carried %d", k, buf[0])
 					}
-					bond[i], _ = mplite.BondMessages(c)
-					lane[i] = mplite.LaneMessages(c)
-					before := mplite.RailTxBytes(c)
-					long := make([]byte, big)
-					if i == 0 {
-						for j := range long {
-							long[j] = byte(j * 7)
-						}
-						errs[i] = c.Send(long, 1, 2)
-						after := mplite.RailTxBytes(c)
-						tx[i] = []uint64{after[0] - before[0], after[1] - before[1]}
-					} else if _, errs[i] = c.Recv(long, 0, 2); errs[i] == nil {
-						for j := range long {
-							if long[j] != byte(j*7) {
-								errs[i] = fmt.Errorf("long message: byte %d is %d", j, long[j])
-								break
-							}
-						}
-					}
-					if ferr := c.Finalize(); errs[i] == nil {
-						errs[i] = ferr
-					}
-				}()
-			}
-			for range 2 {
-				select {
-				case <-done:
-				case <-time.After(60 * time.Second):
-					t.Fatal("the world did not finish")
 				}
-			}
-			noErrors(t, errs)
+				bond[i], _ = mplite.BondMessages(c)
+				lane[i] = mplite.LaneMessages(c)
+				long := make([]byte, big)
+				if i == 1 {
+					if _, err := c.Recv(long, 0, 2); err != nil {
+						return err
+					}
+					for j := range long {
+						if long[j] != byte(j*7) {
+							return fmt.Errorf("long message: byte %d is %d", j, long[j])
+						}
+					}
+					return nil
+				}
+				for j := range long {
+					long[j] = byte(j * 7)
+				}
+				before := mplite.RailTxBytes(c)
+				err := c.Send(long, 1, 2)
+				after := mplite.RailTxBytes(c)
+				tx = []uint64{after[0] - before[0], after[1] - before[1]}
+				return err
+			}))
 			for i := range 2 {
 				if lanes && (bond[i] != 0 || lane[i] < 40) {
 					t.Errorf("rank %d: %d messages through the bond, %d on the lane; want 0 and at least 40", i, bond[i], lane[i])
@@ -145,9 +130,9 @@ func TestLaneCarriesSmallMessages(t *testing.T) {
 					t.Errorf("rank %d without lanes: %d messages through the bond, %d on a lane", i, bond[i], lane[i])
 				}
 			}
-			for r, b := range tx[0] {
+			for r, b := range tx {
 				if b < uint64(big)/4 {
-					t.Errorf("rail %d carried %d bytes of a %d-byte message: not striped (%v)", r, b, big, tx[0])
+					t.Errorf("rail %d carried %d bytes of a %d-byte message: not striped (%v)", r, b, big, tx)
 				}
 			}
 		})
@@ -160,10 +145,6 @@ func TestLaneCarriesSmallMessages(t *testing.T) {
 // the receives in the order they were sent, every byte intact, and some
 // must have overtaken.
 func TestLaneKeepsOrder(t *testing.T) {
-	comms, err := mplite.NewLocalWorld(2, mplite.WithLocalRails(2))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const n = 400
 	size := func(k int) int {
 		if k%2 == 0 {
@@ -171,55 +152,39 @@ func TestLaneKeepsOrder(t *testing.T) {
 		}
 		return 8
 	}
-	errs := make([]error, 2)
 	var reordered uint64
-	done := make(chan struct{})
-	for i, c := range comms {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			bufs := make([][]byte, n)
-			reqs := make([]*mplite.Request, n)
-			for k := range n {
-				bufs[k] = make([]byte, size(k))
-				if i == 0 {
-					for j := range bufs[k] {
-						bufs[k][j] = byte(k + j)
-					}
-					reqs[k], errs[i] = c.Isend(bufs[k], 1, 3)
-				} else {
-					reqs[k], errs[i] = c.Irecv(bufs[k], 0, 3)
+	noErrors(t, runWorld(t, 2, 60*time.Second, []mplite.Option{mplite.WithLocalRails(2)}, func(c *mplite.Comm) error {
+		me := c.Rank()
+		bufs := make([][]byte, n)
+		reqs := make([]*mplite.Request, n)
+		for k := range n {
+			bufs[k] = make([]byte, size(k))
+			var err error
+			if me == 0 {
+				for j := range bufs[k] {
+					bufs[k][j] = byte(k + j)
 				}
-				if errs[i] != nil {
-					return
-				}
+				reqs[k], err = c.Isend(bufs[k], 1, 3)
+			} else {
+				reqs[k], err = c.Irecv(bufs[k], 0, 3)
 			}
-			if errs[i] = mplite.Waitall(reqs...); errs[i] != nil {
-				return
+			if err != nil {
+				return err
 			}
-			if i == 1 {
-				for k := range n {
-					for j, b := range bufs[k] {
-						if b != byte(k+j) {
-							errs[i] = fmt.Errorf("message %d, byte %d: %d, want %d", k, j, b, byte(k+j))
-							return
-						}
-					}
-				}
-				reordered = c.Stats().LaneReordered
-			}
-			if ferr := c.Finalize(); errs[i] == nil {
-				errs[i] = ferr
-			}
-		}()
-	}
-	for range 2 {
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the world did not finish")
 		}
-	}
-	noErrors(t, errs)
+		if err := mplite.Waitall(reqs...); err != nil || me == 0 {
+			return err
+		}
+		for k := range n {
+			for j, b := range bufs[k] {
+				if b != byte(k+j) {
+					return fmt.Errorf("message %d, byte %d: %d, want %d", k, j, b, byte(k+j))
+				}
+			}
+		}
+		reordered = c.Stats().LaneReordered
+		return nil
+	}))
 	if reordered == 0 {
 		t.Error("no short message overtook a long one: the reordering was not exercised")
 	}
@@ -227,87 +192,72 @@ func TestLaneKeepsOrder(t *testing.T) {
 }
 
 // TestLaneOfferOrder: a long message written into the receiver's offer
-// through the bond, then a short one of the same tag on the lane: the short
-// one must match the second receive, never overtake into the first.
+// through the bond, then, while it is on its way, a short one of the same
+// tag: the short one must match the second receive, never overtake into
+// the first.
 func TestLaneOfferOrder(t *testing.T) {
-	comms, err := mplite.NewLocalWorld(2, mplite.WithLocalRails(2))
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rounds = 50
 	big := 256 << 10
-	errs := make([]error, 2)
 	var taken uint64
-	done := make(chan struct{})
-	for i, c := range comms {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			long, short := make([]byte, big), make([]byte, 8)
-			for k := range rounds {
-				if i == 1 {
-					r1, err := c.Irecv(long, 0, 1)
-					if err != nil {
-						errs[i] = err
-						return
-					}
-					r2, err := c.Irecv(short, 0, 1)
-					if err != nil {
-						errs[i] = err
-						return
-					}
-					if errs[i] = c.Send(nil, 0, 2); errs[i] != nil { // the receives are posted
-						return
-					}
-					st1, err1 := r1.Wait()
-					st2, err2 := r2.Wait()
-					if err1 != nil || err2 != nil {
-						errs[i] = fmt.Errorf("round %d: %v, %v", k, err1, err2)
-						return
-					}
-					if st1.Count != big || st2.Count != 8 || long[big-1] != byte(k) || short[0] != byte(k) {
-						errs[i] = fmt.Errorf("round %d: got %d and %d bytes (%d, %d), want %d and 8", k, st1.Count, st2.Count, long[big-1], short[0], big)
-						return
-					}
-					continue
+	noErrors(t, runWorld(t, 2, 60*time.Second, []mplite.Option{mplite.WithLocalRails(2)}, func(c *mplite.Comm) error {
+		long, short := make([]byte, big), make([]byte, 8)
+		for k := range rounds {
+			if c.Rank() == 1 {
+				if err := offerRound(c, k, long, short); err != nil {
+					return err
 				}
-				if _, errs[i] = c.Recv(nil, 1, 2); errs[i] != nil {
-					return
-				}
-				long[big-1], short[0] = byte(k), byte(k)
-				r1, err := c.Isend(long, 1, 1)
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				r2, err := c.Isend(short, 1, 1) // while the long one is on its way
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				if errs[i] = mplite.Waitall(r1, r2); errs[i] != nil {
-					return
-				}
+				continue
 			}
-			if i == 0 {
-				taken = c.Stats().OffersTaken
+			if _, err := c.Recv(nil, 1, 2); err != nil { // the receives are posted
+				return err
 			}
-			if ferr := c.Finalize(); errs[i] == nil {
-				errs[i] = ferr
+			long[big-1], short[0] = byte(k), byte(k)
+			r1, err := c.Isend(long, 1, 1)
+			if err != nil {
+				return err
 			}
-		}()
-	}
-	for range 2 {
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the world did not finish")
+			r2, err := c.Isend(short, 1, 1)
+			if err != nil {
+				return err
+			}
+			if err := mplite.Waitall(r1, r2); err != nil {
+				return err
+			}
 		}
-	}
-	noErrors(t, errs)
+		if c.Rank() == 0 {
+			taken = c.Stats().OffersTaken
+		}
+		return nil
+	}))
 	if taken == 0 {
 		t.Error("no message was written into an offer: the case was not exercised")
 	}
 	t.Logf("%d of %d long messages went into offers", taken, rounds)
+}
+
+// offerRound is the receiver's side of one round of TestLaneOfferOrder.
+func offerRound(c *mplite.Comm, k int, long, short []byte) error {
+	r1, err := c.Irecv(long, 0, 1)
+	if err != nil {
+		return err
+	}
+	r2, err := c.Irecv(short, 0, 1)
+	if err != nil {
+		return err
+	}
+	if err := c.Send(nil, 0, 2); err != nil {
+		return err
+	}
+	st1, err1 := r1.Wait()
+	st2, err2 := r2.Wait()
+	if err1 != nil || err2 != nil {
+		return fmt.Errorf("round %d: %v, %v", k, err1, err2)
+	}
+	if st1.Count != len(long) || st2.Count != len(short) || long[len(long)-1] != byte(k) || short[0] != byte(k) {
+		return fmt.Errorf("round %d: got %d and %d bytes (%d, %d), want %d and %d", k, st1.Count, st2.Count,
+			long[len(long)-1], short[0], len(long), len(short))
+	}
+	return nil
 }
 
 // railLost runs the chaos mix on a 4-rank world bonded over 2 rails, with
