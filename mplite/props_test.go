@@ -293,16 +293,19 @@ func TestEagerHotPathAllocatesNothing(t *testing.T) {
 	}
 	// A minute of spin keeps both ends polling; a negative spin time has
 	// every wait block on the fabric at once.
-	// ppn 2: both ranks on one host, over shared memory.
+	// ppn 2: both ranks on one host, over shared memory; rails 2: bonded,
+	// short messages on the lanes, 64 KiB ones through the bond.
 	for _, c := range []struct {
-		size int
-		spin time.Duration
-		ppn  int
-	}{{1, time.Minute, 1}, {mplite.DefaultEagerLimit, time.Minute, 1}, {1, -1, 1},
-		{1, time.Minute, 2}, {mplite.DefaultEagerLimit, time.Minute, 2}, {1, -1, 2}} {
+		size       int
+		spin       time.Duration
+		ppn, rails int
+	}{{1, time.Minute, 1, 1}, {mplite.DefaultEagerLimit, time.Minute, 1, 1}, {1, -1, 1, 1},
+		{1, time.Minute, 2, 1}, {mplite.DefaultEagerLimit, time.Minute, 2, 1}, {1, -1, 2, 1},
+		{1, time.Minute, 1, 2}, {mplite.DefaultEagerLimit, time.Minute, 1, 2}} {
 		size := c.size
-		t.Run(fmt.Sprintf("%d/spin=%v/ppn=%d", size, c.spin, c.ppn), func(t *testing.T) {
-			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(c.spin), mplite.WithLocalRanksPerHost(c.ppn))
+		t.Run(fmt.Sprintf("%d/spin=%v/ppn=%d/rails=%d", size, c.spin, c.ppn, c.rails), func(t *testing.T) {
+			comms, err := mplite.NewLocalWorld(2, mplite.WithSpinTime(c.spin), mplite.WithLocalRanksPerHost(c.ppn),
+				mplite.WithLocalRails(c.rails))
 			if err != nil {
 				t.Fatal(err)
 			}
