@@ -18,7 +18,9 @@ import (
 // in the same run, of a bare VI ping-pong (the VI layer's own latency, the
 // baseline mplite's must stay within 1.15x of). Both run over memnic in
 // process, both ends polling; ns/op is the half round trip. shm is mplite
-// between two ranks of one host, through shared memory.
+// between two ranks of one host, through shared memory; bond is mplite over
+// two rails (short messages on the lanes), bondnolane the same with every
+// message through the bond.
 func BenchmarkPingPong(b *testing.B) {
 	for _, size := range []int{1, 1024, mplite.DefaultEagerLimit, mplite.DefaultEagerLimit + 1, 64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("vi/%d", size), func(b *testing.B) {
@@ -29,6 +31,10 @@ func BenchmarkPingPong(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("mplite/%d", size), func(b *testing.B) { benchMPLite(b, size) })
 		b.Run(fmt.Sprintf("shm/%d", size), func(b *testing.B) { benchMPLite(b, size, mplite.WithLocalRanksPerHost(2)) })
+		b.Run(fmt.Sprintf("bond/%d", size), func(b *testing.B) { benchMPLite(b, size, mplite.WithLocalRails(2)) })
+		b.Run(fmt.Sprintf("bondnolane/%d", size), func(b *testing.B) {
+			benchMPLite(b, size, mplite.WithLocalRails(2), mplite.WithBondLane(false))
+		})
 	}
 }
 
