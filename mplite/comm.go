@@ -133,10 +133,8 @@ type endpoint struct {
 	chunk    int        // bytes per RDMA write descriptor
 	qdepth   int
 	// laneBytes is the longest message, envelope included, that goes on a
-	// lane (lane.go); heldFree keeps the buffers of envelopes that came
-	// before their turn.
+	// lane (lane.go).
 	laneBytes int
-	heldFree  [][]byte
 	slot      int // bytes per eager buffer: envelope and payload
 	epoch     time.Time
 
@@ -407,24 +405,21 @@ func lineOptions(o *vi.Options, rate uint64, mtu, rails int, lanes bool) {
 		return
 	}
 	o.Window = lineWindow(rate, mtu)
-	switch {
-	case rails == 1:
-		o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
-	case lanes:
-		// A lane (reliable reception) asks for an acknowledgement of
-		// every message: it waits as long for the next message to carry
-		// it.
-		o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
-		if o.AckDelay > 0 {
-			o.AckReqDelay = o.AckDelay
-		}
-	default:
+	if rails > 1 && !lanes {
 		// Not on a bond's rails that carry small messages themselves:
 		// the bond sends one on its first rail only while what that rail
 		// holds unacknowledged drains within smallQueue, and
 		// acknowledgements held a millisecond sent them to the other
 		// rails (8 ranks over two 100 Mbit/s NICs, 1 KiB: Allreduce
 		// 292-322 -> 368-374 µs, Scan 312-371 -> 394-395).
+		return
+	}
+	o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
+	if rails > 1 && o.AckDelay > 0 {
+		// A lane (reliable reception) asks for an acknowledgement of
+		// every message: it waits as long for the next message to carry
+		// it.
+		o.AckReqDelay = o.AckDelay
 	}
 }
 

@@ -85,8 +85,7 @@ func (c *Comm) laneDown(p *peer) {
 	if p.laneUp && !p.finRecv { // not the peer's Finalize closing it
 		c.stats.LaneFailovers++
 	}
-	p.laneUp, p.laneGone = false, true
-	_ = p.lane.Disconnect() // completes every send still posted as flushed
+	closeLane(p) // completes every send still posted as flushed
 	for {
 		d, ok := p.lane.SendDone()
 		if !ok {
@@ -98,6 +97,13 @@ func (c *Comm) laneDown(p *peer) {
 	// are dropped as they come.
 }
 
+// closeLane marks p's lane broken and disconnects it, which completes what
+// it still holds as flushed.
+func closeLane(p *peer) {
+	p.laneUp, p.laneGone = false, true
+	_ = p.lane.Disconnect()
+}
+
 // laneSent handles the completion of p's oldest lane send: its slot is
 // free, or, flushed, its message goes again through the bond.
 func (c *Comm) laneSent(p *peer, d *descriptors.Descriptor) {
@@ -106,11 +112,7 @@ func (c *Comm) laneSent(p *peer, d *descriptors.Descriptor) {
 		c.stats.BadEnvelopes++ // cannot happen: sends complete in order
 		return
 	}
-	if !d.Status.Failed() {
-		p.sfre = append(p.sfre, op.idx)
-		return
-	}
-	if p.state == stDead || p.state == stClosed {
+	if !d.Status.Failed() || p.state == stDead || p.state == stClosed {
 		p.sfre = append(p.sfre, op.idx)
 		return
 	}
@@ -176,7 +178,7 @@ func (c *Comm) inSequence(p *peer, s uint32, msg []byte, slot int) {
 			c.peerFailed(p, fmt.Errorf("mplite: rank %d sent message %d while %d was missing and %d more came", p.rank, s, p.recvSeq, len(p.held)), true)
 			return
 		}
-		b := c.heldBuf()[:len(msg)]
+		b := c.getTmp()[:len(msg)]
 		copy(b, msg)
 		p.held = append(p.held, heldMsg{seq: s, msg: b})
 		c.stats.LaneReordered++
@@ -217,16 +219,6 @@ func (c *Comm) releaseHeld(p *peer) {
 		p.held = p.held[:last]
 		p.recvSeq++
 		c.dispatch(p, h.msg, -1)
-		c.heldFree = append(c.heldFree, h.msg[:cap(h.msg)])
+		c.tmpFree = append(c.tmpFree, h.msg[:cap(h.msg)])
 	}
-}
-
-// heldBuf returns a buffer for a held envelope: a receive slot's size.
-func (c *Comm) heldBuf() []byte {
-	if n := len(c.heldFree); n > 0 {
-		b := c.heldFree[n-1]
-		c.heldFree = c.heldFree[:n-1]
-		return b
-	}
-	return make([]byte, c.slot)
 }

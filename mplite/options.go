@@ -178,14 +178,13 @@ func (c *config) pollEnv(getenv func(string) string) error {
 		}
 		c.sharedCPUs = n
 	}
-	if s := getenv("MPLITE_YIELD"); s != "" && !c.yieldSet {
-		switch s {
-		case "0":
-			c.yield, c.osYield = false, false
-		case "1":
-			c.yield, c.osYield = true, true
-		default:
-			return fmt.Errorf("%w: MPLITE_YIELD=%q (0 or 1)", ErrEnvironment, s)
+	if !c.yieldSet {
+		on, set, err := envSwitch(getenv, "MPLITE_YIELD")
+		if err != nil {
+			return err
+		}
+		if set {
+			c.yield, c.osYield = on, on
 		}
 	}
 	if c.osYield && !spinChosen {
@@ -284,19 +283,29 @@ func WithSharedMemory(on bool) Option {
 
 // shmEnv applies MPLITE_SHM unless WithSharedMemory chose.
 func (c *config) shmEnv(getenv func(string) string) error {
-	v := getenv("MPLITE_SHM")
-	if c.shmSet || v == "" {
+	if c.shmSet {
 		return nil
 	}
-	switch v {
-	case "0":
-		c.shm = false
-	case "1":
-		c.shm = true
-	default:
-		return fmt.Errorf("mplite: MPLITE_SHM=%q: want 0 or 1", v)
+	on, set, err := envSwitch(getenv, "MPLITE_SHM")
+	if set {
+		c.shm = on
 	}
-	return nil
+	return err
+}
+
+// envSwitch reads environment variable name as a switch: "1" is on, "0"
+// off, unset or empty not set; anything else is an error.
+func envSwitch(getenv func(string) string, name string) (on, set bool, err error) {
+	switch v := getenv(name); v {
+	case "":
+		return false, false, nil
+	case "0":
+		return false, true, nil
+	case "1":
+		return true, true, nil
+	default:
+		return false, false, fmt.Errorf("%w: %s=%q (0 or 1)", ErrEnvironment, name, v)
+	}
 }
 
 // WithBondLane chooses whether a rank with several NICs sends its small
@@ -314,19 +323,14 @@ func WithBondLane(on bool) Option {
 
 // laneEnv applies MPLITE_BOND_LANE unless WithBondLane chose.
 func (c *config) laneEnv(getenv func(string) string) error {
-	v := getenv("MPLITE_BOND_LANE")
-	if c.laneSet || v == "" {
+	if c.laneSet {
 		return nil
 	}
-	switch v {
-	case "0":
-		c.noLane = true
-	case "1":
-		c.noLane = false
-	default:
-		return fmt.Errorf("%w: MPLITE_BOND_LANE=%q (0 or 1)", ErrEnvironment, v)
+	on, set, err := envSwitch(getenv, "MPLITE_BOND_LANE")
+	if set {
+		c.noLane = !on
 	}
-	return nil
+	return err
 }
 
 // WithUnexpectedLimit bounds the bytes of unexpected eager messages this

@@ -723,7 +723,7 @@ func (c *Comm) getTmp() []byte {
 		c.tmpFree = c.tmpFree[:n-1]
 		return b
 	}
-	return make([]byte, c.cfg.eagerLimit)
+	return make([]byte, c.slot) // an envelope and eager data: a held envelope (lane.go) fits too
 }
 
 // releaseUmsg gives back what m holds: its temporary buffer or its
@@ -1041,10 +1041,10 @@ func (c *Comm) onSend(p *peer, d *descriptors.Descriptor) {
 		p.wfre = append(p.wfre, op.idx)
 		r := op.req
 		r.chunks--
-		if r.chunks == 0 && p.offerOut == r && r.off == r.grant {
-			p.offerOut = nil
-		}
 		if r.chunks == 0 {
+			if p.offerOut == r && r.off == r.grant {
+				p.offerOut = nil
+			}
 			if !r.done && !failed && r.off == r.grant {
 				delete(c.sendIDs, r.id)
 				c.completeHandshake(r, nil)

@@ -162,7 +162,7 @@ func (c *Comm) setupPeer(p *peer) error {
 	p.rd = make([]descriptors.Descriptor, nr)
 	p.sd = make([]descriptors.Descriptor, r)
 	p.rpos = newRing(r)
-	p.sops = newOpRing(2*r + maxChunks) // a lane's sends may come back to the bond
+	p.sops = newOpRing(r + maxChunks) // a slot is on the lane or the bond, never both
 	p.sfre = make([]int, 0, r)
 	p.wfre = make([]int, 0, maxChunks)
 	segs := make([]descriptors.Segment, nr+r+maxChunks)
@@ -245,7 +245,7 @@ func (c *Comm) connectResult(p *peer, attempt int, err error) {
 
 func (c *Comm) connected(p *peer) {
 	if bl, ok := p.v.(*bondLink); ok {
-		p.laneUp = bl.laneUp && p.lane != nil
+		p.laneUp = bl.laneUp
 	}
 	c.setState(p, stConnected)
 	c.pumpPeer(p)
@@ -544,8 +544,7 @@ func (c *Comm) peerFailed(p *peer, cause error, dead bool) {
 	pe := &PeerError{Rank: p.rank, Err: cause}
 	p.err = pe
 	if p.lane != nil && !p.laneGone {
-		p.laneUp, p.laneGone = false, true
-		_ = p.lane.Disconnect()
+		closeLane(p) // its flushed sends free their slots (laneSent)
 	}
 	if dead {
 		c.setState(p, stDead)
