@@ -257,9 +257,51 @@ func (cq *CQ) Close() error {
 }
 
 // poll makes progress for a CQ poll in the given round (Bond.cqRound).
+// A quiet VI (idleLocked) costs the round only the device poll it owes
+// its first live rail, if no VI made that one yet, until a rail of its
+// queues a completion (note), a post wakes it, or every quietPollEvery-th
+// round: a rank with many bonded connections that carry nothing (their
+// short messages ride lanes beside the bond) polled each one's lock and
+// rail queues every round.
 func (v *VI) poll(round uint64) {
 	v.polls.Add(1)
+	if v.quiet.Load() && round%quietPollEvery != 0 && len(v.note) == 0 {
+		if r := int(v.first.Load()); v.b.polled[r].Swap(round) != round {
+			v.b.rails[r].Poll()
+		}
+		if len(v.note) == 0 {
+			return
+		}
+	}
 	v.mu.Lock()
+	select {
+	case <-v.note: // before the rails are reaped: what comes later signals again
+	default:
+	}
 	v.progressRound(round)
+	v.quiet.Store(v.idleLocked())
 	v.mu.Unlock()
+}
+
+// idleLocked reports that the VI waits only for its rails: connected, every
+// send completed, nothing queued to send, no rail busy or recently active.
+// A frame, a post or a failure changes that; a timer alone never does.
+func (v *VI) idleLocked() bool {
+	if v.state != Connected || v.changed || v.ctl.n > 0 || v.creditQueued || v.sqReap != v.sq.Back() {
+		return false
+	}
+	first := -1
+	for r, rl := range v.rails {
+		if rl.n > 0 || rl.failed || rl.connecting || v.round-rl.activeRound < hotRounds {
+			return false
+		}
+		if first < 0 && rl.live {
+			first = r
+		}
+	}
+	if first < 0 {
+		return false
+	}
+	v.first.Store(int32(first))
+	return true
 }

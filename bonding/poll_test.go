@@ -228,3 +228,63 @@ func TestCQRoundPollsEachRailOnce(t *testing.T) {
 		t.Errorf("%d rounds over %d VIs polled rail 0 %d times: want about one per round", rounds, vis, calls)
 	}
 }
+
+// TestQuietVIsSkipped: a CQ round skips the VIs that wait only for their
+// rails (but every quietPollEvery-th round), and a message to one of them,
+// short or striped, still arrives through the CQ.
+func TestQuietVIsSkipped(t *testing.T) {
+	const vis, rounds = 4, 2000
+	a, b := memPair(t, 2, 1500, memnic.Faults{}, testOptions(), 4<<20)
+	cq, err := a.b.NewCQ(2 * vis * a.b.Options().QueueDepth)
+	mustf(t, err, "new cq")
+	var va, vb [vis]*VI
+	for i := range vis {
+		va[i] = a.newVI(t, Attributes{SendCQ: cq, RecvCQ: cq})
+		vb[i] = b.newVI(t, Attributes{})
+		connect(t, a, b, va[i], vb[i], uint64(60+i))
+	}
+	roundsOf := func(v *VI) uint32 {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.round
+	}
+	var start [vis]uint32
+	for i, v := range va {
+		start[i] = roundsOf(v)
+	}
+	for range rounds {
+		if _, ok := cq.Done(); ok {
+			t.Fatal("a completion on an idle CQ")
+		}
+	}
+	for i, v := range va {
+		if n := roundsOf(v) - start[i]; n > rounds/quietPollEvery+hotRounds+quietPollEvery {
+			t.Errorf("idle VI %d made %d progress rounds in %d CQ rounds", i, n, rounds)
+		}
+	}
+
+	ctx := ctxT(t, 30*time.Second)
+	for _, n := range []int{1, 1 << 20} {
+		src, dst := b.buf(t, n), a.buf(t, n)
+		pattern(uint64(n), src.Buf)
+		mustf(t, va[2].PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{dst}}), "post recv")
+		for range rounds { // quiet again before the message comes
+			cq.Done()
+		}
+		mustf(t, vb[2].PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{src}}), "post send")
+		c, err := cq.Wait(ctx)
+		mustf(t, err, "%d bytes: cq wait", n)
+		if c.VI != va[2] || !c.Recv {
+			t.Fatalf("%d bytes: completion %+v, want the receive of VI 2", n, c)
+		}
+		d, ok := va[2].RecvDone()
+		if !ok || d.Status != descriptors.StatusDone || d.Length != n {
+			t.Fatalf("%d bytes: receive %v, status %v, length %d", n, ok, d.Status, d.Length)
+		}
+		if i := firstDiff(dst.Buf, src.Buf); i >= 0 {
+			t.Fatalf("%d bytes: wrong from byte %d", n, i)
+		}
+		_, err = vb[2].SendWait(ctx)
+		mustf(t, err, "%d bytes: send wait", n)
+	}
+}

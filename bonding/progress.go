@@ -363,6 +363,7 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 		v.mu.Lock()
 		v.drainRail(rl)
 		v.progressLocked()
+		v.quiet.Store(false) // hot now: CQ rounds look again
 		v.mu.Unlock()
 	}
 }

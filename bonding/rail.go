@@ -79,6 +79,7 @@ func (v *VI) newRail(r int, p *vi.Provider, tag vi.PTag) (*rail, error) {
 		return nil, err
 	}
 	rl.cq = cq
+	cq.Notify(v.note) // wakes the VI from quiet (VI.poll)
 	rl.v, err = p.NewVI(vi.Attributes{Reliability: vi.ReliableReception, PTag: tag,
 		EnableRDMAWrite: v.attrs.EnableRDMAWrite, SendCQ: cq, RecvCQ: cq, QueueDepth: s})
 	if err != nil {

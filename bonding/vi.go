@@ -206,6 +206,12 @@ type VI struct {
 	// mplite's progress engine does, is a spinner the rail goroutines
 	// cannot see in pollers, and they step aside for it too.
 	polls    atomic.Uint64
+	// quiet says the last CQ round left the VI idle (idleLocked), so that
+	// CQ rounds skip it until note, which every rail completion signals,
+	// or a post clears it; first is then its first live rail.
+	quiet    atomic.Bool
+	note     chan struct{}
+	first    atomic.Int32
 	sleepers atomic.Int32 // waiters blocked on a wake channel
 	railWake []chan struct{}
 	// blockedOn counts the waiters for this VI asleep in each rail's
@@ -264,6 +270,7 @@ func (b *Bond) NewVI(a Attributes) (*VI, error) {
 	v.bits = make([]uint64, v.words*a.QueueDepth)
 	v.ctl.init(2*a.QueueDepth + len(b.rails)*o.RailSlots)
 	v.sendWake, v.recvWake = make(chan struct{}, 1), make(chan struct{}, 1)
+	v.note = make(chan struct{}, 1)
 	v.railWake = make([]chan struct{}, len(b.rails))
 	for r := range v.railWake {
 		v.railWake[r] = make(chan struct{}, 1)
@@ -345,6 +352,7 @@ func (v *VI) RailVI(r int) *vi.VI { return v.rails[r].v }
 // them.
 func (v *VI) Close() error {
 	v.mu.Lock()
+	v.quiet.Store(false)
 	if v.state != closedVI {
 		v.abortConnect(ErrClosed)
 	}

@@ -398,29 +398,30 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 const lineWindowTime = 4 * time.Millisecond
 
 // lineOptions sets the window and acknowledgement timing of connections
-// on ports of rate bit/s (0: unknown, vi's defaults) over rails NICs, with
-// or without lanes (lane.go).
-func lineOptions(o *vi.Options, rate uint64, mtu, rails int, lanes bool) {
+// on ports of rate bit/s (0: unknown, vi's defaults) over rails NICs, and
+// returns the timing of a bond's lanes (lane.go) in VI attributes.
+//
+// The acknowledgement timing goes on one NIC's provider and on the lanes,
+// not on a bond's rails: the bond sends a short message on its first rail
+// only while what that rail holds unacknowledged drains within smallQueue,
+// and acknowledgements held a millisecond sent them to the other rails (8
+// ranks over two 100 Mbit/s NICs, 1 KiB, no lanes: Allreduce 292-322 ->
+// 368-374 µs); with lanes, the bond's 1 MiB collectives ran 3-8 % slower
+// with it (2026-11-28).
+func lineOptions(o *vi.Options, rate uint64, mtu, rails int) (lane vi.Attributes) {
 	if rate == 0 {
-		return
+		return lane
 	}
 	o.Window = lineWindow(rate, mtu)
-	if rails > 1 && !lanes {
-		// Not on a bond's rails that carry small messages themselves:
-		// the bond sends one on its first rail only while what that rail
-		// holds unacknowledged drains within smallQueue, and
-		// acknowledgements held a millisecond sent them to the other
-		// rails (8 ranks over two 100 Mbit/s NICs, 1 KiB: Allreduce
-		// 292-322 -> 368-374 µs, Scan 312-371 -> 394-395).
-		return
+	delay, rto := lineAckTiming(rate, mtu)
+	if rails == 1 {
+		o.AckDelay, o.RTOMin = delay, rto
+		return lane
 	}
-	o.AckDelay, o.RTOMin = lineAckTiming(rate, mtu)
-	if rails > 1 && o.AckDelay > 0 {
-		// A lane (reliable reception) asks for an acknowledgement of
-		// every message: it waits as long for the next message to carry
-		// it.
-		o.AckReqDelay = o.AckDelay
-	}
+	// A lane (reliable reception) asks for an acknowledgement of every
+	// message: it waits as long for the next message to carry it.
+	lane.AckDelay, lane.AckReqDelay, lane.RTOMin = delay, delay, rto
+	return lane
 }
 
 // lineAckFrames: at a known line rate an acknowledgement that has no frame
@@ -476,13 +477,17 @@ func (c *Comm) openProvider() error {
 		SpinTime:    -1,
 		PeerTimeout: c.cfg.peerTimeout,
 	}
+	var lane *vi.Attributes
 	if len(c.devs) > 0 {
-		lineOptions(&o, c.cfg.tuning.Rate, c.devs[0].MTU(), len(c.devs), !c.cfg.noLane)
+		l := lineOptions(&o, c.cfg.tuning.Rate, c.devs[0].MTU(), len(c.devs))
+		if !c.cfg.noLane {
+			lane = &l
+		}
 	}
 	if c.cfg.osYield {
 		o.PollGrace, o.MaxBlock, o.BackgroundNaps = sharedGrace, sharedGrace, true
 	}
-	f, err := openFabric(c.devs, o, c.cfg.yield, !c.cfg.noLane, 2*c.qdepth*max(1, c.size-1))
+	f, err := openFabric(c.devs, o, c.cfg.yield, lane, 2*c.qdepth*max(1, c.size-1))
 	if err != nil {
 		return fmt.Errorf("mplite rank %d: %w", c.rank, err)
 	}

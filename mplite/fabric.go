@@ -270,6 +270,8 @@ type bondFabric struct {
 	lcq     *vi.CQ
 	lptag   vi.PTag
 	laneIDs map[*vi.VI]int
+	// laneTiming is the lanes' own acknowledgement timing (lineOptions).
+	laneTiming vi.Attributes
 }
 
 func (f *bondFabric) alsoWake(pending func() bool) { f.extra = pending }
@@ -322,8 +324,9 @@ func (f *bondFabric) newLink(qdepth int) (link, error) {
 	f.ids[v] = id
 	l := &bondLink{VI: v, n: id}
 	if f.lcq != nil {
-		lv, err := f.b.Provider(0).NewVI(vi.Attributes{Reliability: vi.ReliableReception, PTag: f.lptag,
-			SendCQ: f.lcq, RecvCQ: f.lcq, QueueDepth: qdepth})
+		a := f.laneTiming
+		a.Reliability, a.PTag, a.SendCQ, a.RecvCQ, a.QueueDepth = vi.ReliableReception, f.lptag, f.lcq, f.lcq, qdepth
+		lv, err := f.b.Provider(0).NewVI(a)
 		if err != nil {
 			delete(f.ids, v)
 			v.Close()
@@ -485,8 +488,8 @@ func (r bondRequest) accept(ctx context.Context, l link, macs []net.HardwareAddr
 }
 
 // openFabric opens the rank's provider on one device, or a bond on
-// several, with lanes (lane.go) if asked.
-func openFabric(devs []nic.Device, o vi.Options, yield, lanes bool, cqDepth int) (fabric, error) {
+// several, with lanes (lane.go) of lane's timing unless lane is nil.
+func openFabric(devs []nic.Device, o vi.Options, yield bool, lane *vi.Attributes, cqDepth int) (fabric, error) {
 	if len(devs) == 1 {
 		p, err := vi.Open(devs[0], o)
 		if err != nil {
@@ -509,7 +512,8 @@ func openFabric(devs []nic.Device, o vi.Options, yield, lanes bool, cqDepth int)
 		b.Close()
 		return nil, err
 	}
-	if lanes {
+	if lane != nil {
+		f.laneTiming = vi.Attributes{AckDelay: lane.AckDelay, AckReqDelay: lane.AckReqDelay, RTOMin: lane.RTOMin}
 		f.lptag, _ = b.RailPTag(f.ptag, 0)
 		if f.lcq, err = b.Provider(0).NewCQ(cqDepth); err != nil {
 			b.Close()

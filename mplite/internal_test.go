@@ -268,29 +268,32 @@ func TestLineAckTiming(t *testing.T) {
 	}
 }
 
-// TestLineOptions: a known rate sets the window on any fabric and the
-// acknowledgement timing on one NIC or a bond with lanes (where a lane's
-// requested acknowledgements wait as long), not on a bond without; an
+// TestLineOptions: a known rate sets the window on any fabric, and the
+// acknowledgement timing on one NIC's provider or on a bond's lanes (whose
+// requested acknowledgements wait as long), never on a bond's rails; an
 // unknown one leaves vi's defaults.
 func TestLineOptions(t *testing.T) {
 	for _, tc := range []struct {
 		rate          uint64
 		rails, window int
-		lanes         bool
-		ack, ackReq   bool
+		ack, lane     bool
 	}{
-		{0, 1, 0, false, false, false},
-		{100e6, 1, 32, false, true, false},
-		{100e6, 2, 32, false, false, false},
-		{100e6, 2, 32, true, true, true},
-		{1e9, 1, 256, false, false, false},
-		{1e9, 2, 256, true, false, false},
+		{0, 1, 0, false, false},
+		{0, 2, 0, false, false},
+		{100e6, 1, 32, true, false},
+		{100e6, 2, 32, false, true},
+		{1e9, 1, 256, false, false},
+		{1e9, 2, 256, false, false},
 	} {
 		var o vi.Options
-		lineOptions(&o, tc.rate, 1500, tc.rails, tc.lanes)
-		if o.Window != tc.window || (o.AckDelay != 0) != tc.ack || (o.RTOMin != 0) != tc.ack || (o.AckReqDelay != 0) != tc.ackReq {
-			t.Errorf("rate %d, %d rails, lanes %v: window %d, ack delay %v, RTO floor %v, requested-ack delay %v; want window %d, ack timing set %v, requested %v",
-				tc.rate, tc.rails, tc.lanes, o.Window, o.AckDelay, o.RTOMin, o.AckReqDelay, tc.window, tc.ack, tc.ackReq)
+		l := lineOptions(&o, tc.rate, 1500, tc.rails)
+		if o.Window != tc.window || (o.AckDelay != 0) != tc.ack || (o.RTOMin != 0) != tc.ack || o.AckReqDelay != 0 {
+			t.Errorf("rate %d, %d rails: window %d, ack delay %v, RTO floor %v, requested-ack delay %v; want window %d, ack timing set %v",
+				tc.rate, tc.rails, o.Window, o.AckDelay, o.RTOMin, o.AckReqDelay, tc.window, tc.ack)
+		}
+		if (l.AckDelay != 0) != tc.lane || l.AckReqDelay != l.AckDelay || (l.RTOMin != 0) != tc.lane {
+			t.Errorf("rate %d, %d rails: lanes' ack delay %v, requested-ack delay %v, RTO floor %v; want set %v, both delays equal",
+				tc.rate, tc.rails, l.AckDelay, l.AckReqDelay, l.RTOMin, tc.lane)
 		}
 	}
 }

@@ -111,6 +111,9 @@ func (v *VI) establish(now reliability.Time, remoteVI uint16, remoteConnID uint3
 	cfg := reliability.Config{Level: v.attrs.Reliability, FrameCap: p.frameCap, Window: p.opts.Window,
 		RecvWindow: p.opts.Window, RTOInit: p.opts.RTOInit, RTOMin: p.opts.RTOMin, RTOMax: p.opts.RTOMax,
 		AckDelay: p.opts.AckDelay, AckReqDelay: p.opts.AckReqDelay, PeerTimeout: p.opts.PeerTimeout}
+	override(&cfg.AckDelay, v.attrs.AckDelay)
+	override(&cfg.AckReqDelay, v.attrs.AckReqDelay)
+	override(&cfg.RTOMin, v.attrs.RTOMin)
 	c, err := reliability.NewConn(cfg, ep, now)
 	if err != nil {
 		return fmt.Errorf("vi %d: connect: %w", v.id, err)
@@ -478,5 +481,12 @@ func (v *VI) onConnReply(now reliability.Time, h *reliability.Header) {
 			return // a repeated Accept of our connection
 		}
 		v.p.noConnection(now, h, v)
+	}
+}
+
+// override replaces *d with a VI's own timing where that is set.
+func override(d *time.Duration, own time.Duration) {
+	if own != 0 {
+		*d = own
 	}
 }

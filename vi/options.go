@@ -191,6 +191,12 @@ type Attributes struct {
 	SendCQ, RecvCQ *CQ
 	// QueueDepth bounds each work queue; zero means the provider's.
 	QueueDepth int
+	// AckDelay, AckReqDelay and RTOMin, where not zero, replace the
+	// provider's (Options) for this VI's connection: a VI that carries
+	// short messages can hold its acknowledgements for the next one
+	// longer than its neighbours on the same NIC that carry bulk.
+	// Negative AckReqDelay: acknowledge at once.
+	AckDelay, AckReqDelay, RTOMin time.Duration
 }
 
 // RemoteAttributes are what a connecting peer asked for.

@@ -609,6 +609,18 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 	}
 }
 
+// Poll makes progress without waiting: it takes in what the device holds,
+// sends what is due and runs the timers, queueing completions on their
+// CQs. A caller that looks at several CQs of the provider polls once and
+// then takes each one's completions with CQ.Ready.
+func (p *Provider) Poll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.closed {
+		p.pollLocked()
+	}
+}
+
 // Block sleeps in the device until frames may have arrived, Interrupt is
 // called, the deadline or the provider's next timer passes, so that a
 // caller that drives progress itself (a bond, through CQ.Done) can sleep
