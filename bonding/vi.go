@@ -205,7 +205,7 @@ type VI struct {
 	// SendDone, CQ.Done): a caller that polls in its own loop, as
 	// mplite's progress engine does, is a spinner the rail goroutines
 	// cannot see in pollers, and they step aside for it too.
-	polls    atomic.Uint64
+	polls atomic.Uint64
 	// quiet says the last CQ round left the VI idle (idleLocked), so that
 	// CQ rounds skip it until note, which every rail completion signals,
 	// or a post clears it; first is then its first live rail.
