@@ -206,9 +206,11 @@ func (p *peer) heldAt(s uint32) int {
 	return -1
 }
 
-// releaseHeld handles p's held envelopes whose turn has come.
+// releaseHeld handles p's held envelopes whose turn has come. p may still
+// count as connecting: a bond's accept returns, and our side's state
+// changes, only after the lanes connect, by when the peer may have sent.
 func (c *Comm) releaseHeld(p *peer) {
-	for len(p.held) > 0 && p.state == stConnected {
+	for len(p.held) > 0 && p.state != stDead && p.state != stClosed {
 		i := p.heldAt(p.recvSeq)
 		if i < 0 {
 			return
