@@ -23,7 +23,14 @@ func (v *VI) progressRound(round uint64) {
 		return
 	}
 	v.round++
+	// In a CQ round, every rail each quietPollEvery-th CQ round, whether
+	// this VI took part in the rounds between (a quiet one did not, and
+	// its rails may be taking in an RDMA write, which completes nothing
+	// here until its notice).
 	all := v.round%quietPollEvery == 0
+	if round != 0 {
+		all = round%quietPollEvery == 0
+	}
 	first := true
 	for r, rl := range v.rails {
 		// A poll costs a system call on most drivers, so a round polls
