@@ -434,3 +434,35 @@ func TestHeldReleasedWhileConnecting(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldFreedWhenPeerFails: envelopes held for a turn that never comes go
+// back to the buffer pool when their peer fails.
+func TestHeldFreedWhenPeerFails(t *testing.T) {
+	comms, err := NewLocalWorld(2, WithLocalRails(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	}()
+	c := comms[1]
+	b := make([]byte, eagerLen+1)
+	putEnvelope(b, &envelope{typ: msgEager, ctx: c.pctx, tag: 5, length: 1})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[0]
+	c.setupPeer(p)
+	p.state = stConnecting
+	c.inSequence(p, p.recvSeq+2, b, -1)
+	c.inSequence(p, p.recvSeq+1, b, -1)
+	free := len(c.tmpFree)
+	if len(p.held) != 2 {
+		t.Fatalf("%d envelopes held, want 2", len(p.held))
+	}
+	c.peerFailed(p, errors.New("test: peer gone"), true)
+	if len(p.held) != 0 || len(c.tmpFree) != free+2 {
+		t.Fatalf("after the peer failed: %d still held, %d buffers back in the pool, want 0 and 2", len(p.held), len(c.tmpFree)-free)
+	}
+}

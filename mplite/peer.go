@@ -546,6 +546,10 @@ func (c *Comm) peerFailed(p *peer, cause error, dead bool) {
 	if p.lane != nil && !p.laneGone {
 		closeLane(p) // its flushed sends free their slots (laneSent)
 	}
+	for _, h := range p.held { // envelopes waiting for a turn that never comes
+		c.tmpFree = append(c.tmpFree, h.msg[:cap(h.msg)])
+	}
+	p.held = p.held[:0]
 	if dead {
 		c.setState(p, stDead)
 		if c.anyErr == nil {
