@@ -388,32 +388,42 @@ func TestRanksPerCPU(t *testing.T) {
 	}
 }
 
+// connectingPeer gives rank 1 of a bonded two-rank world, with its peer 0
+// set up and counted as connecting, and eager envelopes of tag 77 to feed
+// it. The world closes with the test.
+func connectingPeer(t *testing.T) (*Comm, *peer, func(payload string) []byte) {
+	t.Helper()
+	comms, err := NewLocalWorld(2, WithLocalRails(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range comms {
+			c.Close()
+		}
+	})
+	c := comms[1]
+	c.mu.Lock()
+	p := c.peers[0]
+	c.setupPeer(p)
+	p.state = stConnecting
+	c.mu.Unlock()
+	return c, p, func(payload string) []byte {
+		b := make([]byte, eagerLen+len(payload))
+		putEnvelope(b, &envelope{typ: msgEager, ctx: c.pctx, tag: 77, length: len(payload)})
+		copy(b[eagerLen:], payload)
+		return b
+	}
+}
+
 // TestHeldReleasedWhileConnecting: numbered envelopes that come out of
 // order while our side still counts the connection as being set up (a
 // bond's accept delivers before our state changes) are all handled once
 // the missing one comes, in order. Held ones had stayed held for good,
 // and a chaos run with a rail lost hung on them.
 func TestHeldReleasedWhileConnecting(t *testing.T) {
-	comms, err := NewLocalWorld(2, WithLocalRails(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
-	c := comms[1]
-	eager := func(payload string) []byte {
-		b := make([]byte, eagerLen+len(payload))
-		putEnvelope(b, &envelope{typ: msgEager, ctx: c.pctx, tag: 77, length: len(payload)})
-		copy(b[eagerLen:], payload)
-		return b
-	}
+	c, p, eager := connectingPeer(t)
 	c.mu.Lock()
-	p := c.peers[0]
-	c.setupPeer(p)
-	p.state = stConnecting
 	base := p.recvSeq
 	c.inSequence(p, base+1, eager("second"), -1)
 	c.inSequence(p, base, eager("first"), -1)
@@ -438,25 +448,11 @@ func TestHeldReleasedWhileConnecting(t *testing.T) {
 // TestHeldFreedWhenPeerFails: envelopes held for a turn that never comes go
 // back to the buffer pool when their peer fails.
 func TestHeldFreedWhenPeerFails(t *testing.T) {
-	comms, err := NewLocalWorld(2, WithLocalRails(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		for _, c := range comms {
-			c.Close()
-		}
-	}()
-	c := comms[1]
-	b := make([]byte, eagerLen+1)
-	putEnvelope(b, &envelope{typ: msgEager, ctx: c.pctx, tag: 5, length: 1})
+	c, p, eager := connectingPeer(t)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.peers[0]
-	c.setupPeer(p)
-	p.state = stConnecting
-	c.inSequence(p, p.recvSeq+2, b, -1)
-	c.inSequence(p, p.recvSeq+1, b, -1)
+	c.inSequence(p, p.recvSeq+2, eager("x"), -1)
+	c.inSequence(p, p.recvSeq+1, eager("y"), -1)
 	free := len(c.tmpFree)
 	if len(p.held) != 2 {
 		t.Fatalf("%d envelopes held, want 2", len(p.held))
