@@ -513,7 +513,7 @@ func openFabric(devs []nic.Device, o vi.Options, yield bool, lane *vi.Attributes
 		return nil, err
 	}
 	if lane != nil {
-		f.laneTiming = vi.Attributes{AckDelay: lane.AckDelay, AckReqDelay: lane.AckReqDelay, RTOMin: lane.RTOMin}
+		f.laneTiming = *lane
 		f.lptag, _ = b.RailPTag(f.ptag, 0)
 		if f.lcq, err = b.Provider(0).NewCQ(cqDepth); err != nil {
 			b.Close()

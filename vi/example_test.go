@@ -88,3 +88,62 @@ func ExampleCQ_WaitOr() {
 	// Output:
 	// completion: false error: <nil>
 }
+
+// A consumer that looks at several completion queues of one provider
+// polls the provider once and then takes each queue's completions with
+// Ready. The sending VI also asks for acknowledgements at once, its own
+// timing in place of the provider's.
+func ExampleProvider_Poll() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sw := memnic.NewSwitch(1)
+	cfg := nic.Config{JobKey: 7}
+	portA, _ := sw.NewPort(memnic.PortConfig{Config: cfg})
+	portB, _ := sw.NewPort(memnic.PortConfig{Config: cfg})
+	defer portA.Close()
+	defer portB.Close()
+	a, _ := vi.Open(portA, vi.Options{Config: cfg})
+	b, _ := vi.Open(portB, vi.Options{Config: cfg})
+	defer a.Close()
+	defer b.Close()
+
+	bTag := b.NewPTag()
+	queues := make([]*vi.CQ, 2)
+	for i := range queues {
+		queues[i], _ = b.NewCQ(16)
+	}
+	rbuf := make([]byte, 64)
+	rh, _ := b.RegisterMemory(rbuf, bTag, 0)
+	bv, _ := b.NewVI(vi.Attributes{Reliability: vi.ReliableReception, PTag: bTag, RecvCQ: queues[1], QueueDepth: 16})
+	bv.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{{Buf: rbuf, Handle: rh}}})
+
+	aTag := a.NewPTag()
+	sbuf := []byte("polled once")
+	sh, _ := a.RegisterMemory(sbuf, aTag, 0)
+	av, _ := a.NewVI(vi.Attributes{Reliability: vi.ReliableReception, PTag: aTag, AckReqDelay: -1})
+	connected := make(chan error, 1)
+	go func() { connected <- bv.ConnectPeer(ctx, vi.Address{MAC: portA.HardwareAddr(), Discriminator: 9}) }()
+	if err := av.ConnectPeer(ctx, vi.Address{MAC: portB.HardwareAddr(), Discriminator: 9}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := <-connected; err != nil {
+		fmt.Println(err)
+		return
+	}
+	av.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{{Buf: sbuf, Handle: sh}}})
+
+	for ctx.Err() == nil {
+		b.Poll()
+		for i, q := range queues {
+			if c, ok := q.Ready(); ok && c.Recv {
+				d, _ := c.VI.RecvDone()
+				fmt.Printf("queue %d: %q\n", i, rbuf[:d.Length])
+				return
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	fmt.Println(ctx.Err())
+	// Output: queue 1: "polled once"
+}
