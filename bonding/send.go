@@ -187,7 +187,8 @@ func (v *VI) nextWork(r int) (work, bool) {
 			// that of each other.
 			// A write is cut into at least one piece per live rail, so
 			// that one shorter than two pieces is striped too.
-			piece := min(v.piece(r), max((st.total+v.liveRails()-1)/v.liveRails(), minSplit))
+			live := v.liveRails()
+			piece := min(v.piece(r), max((st.total+live-1)/live, minSplit))
 			n := min(piece, st.total-st.rdmaNext)
 			if v.rails[r].inflight < 2*piece {
 				w := work{kind: kindRDMA, pos: pos, off: st.rdmaNext, n: n}

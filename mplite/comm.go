@@ -480,7 +480,7 @@ func (c *Comm) openProvider() error {
 	var lane *vi.Attributes
 	if len(c.devs) > 0 {
 		l := lineOptions(&o, c.cfg.tuning.Rate, c.devs[0].MTU(), len(c.devs))
-		if !c.cfg.noLane {
+		if c.cfg.lane {
 			lane = &l
 		}
 	}

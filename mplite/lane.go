@@ -167,7 +167,7 @@ func (c *Comm) drainBond(p *peer) {
 func (c *Comm) inSequence(p *peer, s uint32, msg []byte, slot int) {
 	d := int32(s - p.recvSeq)
 	switch {
-	case d < 0 || p.heldAt(s) >= 0:
+	case d < 0 || d > 0 && p.heldAt(s) >= 0: // the next one is never held
 		c.stats.LaneDuplicates++
 		c.repost(p, slot)
 	case d > 0:

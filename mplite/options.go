@@ -71,7 +71,7 @@ type config struct {
 	mtu              int
 	perHost          int          // NewLocalWorld's ranks per host (WithLocalRanksPerHost)
 	shm              bool         // ranks of one host talk through shared memory
-	noLane           bool         // bonds carry small messages themselves (lane.go)
+	lane             bool         // bonded connections send small messages on lanes (lane.go)
 	laneSet          bool         // WithBondLane chose: MPLITE_BOND_LANE is ignored
 	shmSet           bool         // WithSharedMemory chose shm: MPLITE_SHM is ignored
 	shmTag           string       // names the world's inboxes (default: the job key)
@@ -116,6 +116,7 @@ func defaultConfig() config {
 		tuning:           DefaultTuning(),
 		phasedTh:         DefaultPhasedThreshold,
 		shm:              true,
+		lane:             true,
 	}
 }
 
@@ -144,13 +145,13 @@ func buildConfig(opts []Option) (config, error) {
 	if err := cfg.pollEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
-	if err := cfg.shmEnv(os.Getenv); err != nil {
+	if err := envSwitch(os.Getenv, "MPLITE_SHM", cfg.shmSet, &cfg.shm); err != nil {
 		return cfg, err
 	}
 	if err := cfg.authEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
-	if err := cfg.laneEnv(os.Getenv); err != nil {
+	if err := envSwitch(os.Getenv, "MPLITE_BOND_LANE", cfg.laneSet, &cfg.lane); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -178,14 +179,11 @@ func (c *config) pollEnv(getenv func(string) string) error {
 		}
 		c.sharedCPUs = n
 	}
+	if err := envSwitch(getenv, "MPLITE_YIELD", c.yieldSet, &c.osYield); err != nil {
+		return err
+	}
 	if !c.yieldSet {
-		on, set, err := envSwitch(getenv, "MPLITE_YIELD")
-		if err != nil {
-			return err
-		}
-		if set {
-			c.yield, c.osYield = on, on
-		}
+		c.yield = c.osYield // no option chose either: the variable sets both
 	}
 	if c.osYield && !spinChosen {
 		c.spin = YieldSpinTime
@@ -281,31 +279,21 @@ func WithSharedMemory(on bool) Option {
 	}
 }
 
-// shmEnv applies MPLITE_SHM unless WithSharedMemory chose.
-func (c *config) shmEnv(getenv func(string) string) error {
-	if c.shmSet {
+// envSwitch applies environment variable name, a switch ("1" on, "0"
+// off), to *dst unless an option chose (chosen); unset or empty leaves it.
+// Anything else is an error.
+func envSwitch(getenv func(string) string, name string, chosen bool, dst *bool) error {
+	if chosen {
 		return nil
 	}
-	on, set, err := envSwitch(getenv, "MPLITE_SHM")
-	if set {
-		c.shm = on
-	}
-	return err
-}
-
-// envSwitch reads environment variable name as a switch: "1" is on, "0"
-// off, unset or empty not set; anything else is an error.
-func envSwitch(getenv func(string) string, name string) (on, set bool, err error) {
 	switch v := getenv(name); v {
 	case "":
-		return false, false, nil
-	case "0":
-		return false, true, nil
-	case "1":
-		return true, true, nil
+	case "0", "1":
+		*dst = v == "1"
 	default:
-		return false, false, fmt.Errorf("%w: %s=%q (0 or 1)", ErrEnvironment, name, v)
+		return fmt.Errorf("%w: %s=%q (0 or 1)", ErrEnvironment, name, v)
 	}
+	return nil
 }
 
 // WithBondLane chooses whether a rank with several NICs sends its small
@@ -316,21 +304,9 @@ func envSwitch(getenv func(string) string, name string) (on, set bool, err error
 // documentation.
 func WithBondLane(on bool) Option {
 	return func(c *config) error {
-		c.noLane, c.laneSet = !on, true
+		c.lane, c.laneSet = on, true
 		return nil
 	}
-}
-
-// laneEnv applies MPLITE_BOND_LANE unless WithBondLane chose.
-func (c *config) laneEnv(getenv func(string) string) error {
-	if c.laneSet {
-		return nil
-	}
-	on, set, err := envSwitch(getenv, "MPLITE_BOND_LANE")
-	if set {
-		c.noLane = !on
-	}
-	return err
 }
 
 // WithUnexpectedLimit bounds the bytes of unexpected eager messages this
