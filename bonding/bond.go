@@ -42,6 +42,14 @@ type Bond struct {
 	// system call per rail and round, not one per peer).
 	cqRound atomic.Uint64
 	polled  [maxRails]atomic.Uint64
+	// loud counts the VIs that are not quiet (VI.setQuiet), note is
+	// signalled by every completion on a rail of any VI, and firstRails
+	// has a bit for the first live rail of each VI that went quiet: while
+	// no VI is loud and no note came, a CQ round polls those rails'
+	// devices and nothing else (CQ.quietRound).
+	loud       atomic.Int32
+	note       chan struct{}
+	firstRails atomic.Uint32
 
 	mu      sync.RWMutex
 	closed  bool
@@ -92,7 +100,7 @@ func Open(devs []nic.Device, opts Options) (*Bond, error) {
 	// The rails never spin: a bonded VI's rail waiters block on the rails'
 	// CQs, and the bond's own waiters spin for SpinTime.
 	ro.SpinTime = -1
-	b := &Bond{opts: o, epoch: time.Now(), regions: make(map[descriptors.MemHandle]*region), vis: make(map[*VI]struct{})}
+	b := &Bond{opts: o, epoch: time.Now(), regions: make(map[descriptors.MemHandle]*region), vis: make(map[*VI]struct{}), note: make(chan struct{}, 1)}
 	for i, d := range devs {
 		p, err := vi.Open(d, ro)
 		if err != nil {

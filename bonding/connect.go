@@ -272,7 +272,7 @@ func (v *VI) beginConnect(ctx context.Context, op string) (context.Context, erro
 func (v *VI) endConnect(op string, peer Peer, err error) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.quiet.Store(false)
+	v.setQuiet(false)
 	v.connecting = false
 	v.connCancel()
 	close(v.connDone)
@@ -563,7 +563,7 @@ var (
 // to accept the peer's request that crossed ours) at once.
 func (v *VI) Disconnect() error {
 	v.mu.Lock()
-	v.quiet.Store(false)
+	v.setQuiet(false)
 	if v.state != closedVI {
 		v.abortConnect(errAborted)
 	}

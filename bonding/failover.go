@@ -113,7 +113,7 @@ func (v *VI) reconnect(rl *rail, ctx context.Context) {
 				return
 			}
 			rl.live, rl.failed, rl.connecting = true, false, false
-			v.quiet.Store(false)
+			v.setQuiet(false)
 			rl.stats.Reconnects++
 			v.schedule()
 			v.mu.Unlock()

@@ -230,7 +230,7 @@ func TestCQRoundPollsEachRailOnce(t *testing.T) {
 }
 
 // TestQuietVIsSkipped: a CQ round skips the VIs that wait only for their
-// rails (but every quietPollEvery-th round), and a message to one of them,
+// rails (but every quietProgressEvery-th round), and a message to one of them,
 // short or striped, still arrives through the CQ.
 func TestQuietVIsSkipped(t *testing.T) {
 	const vis, rounds = 4, 2000
@@ -259,9 +259,13 @@ func TestQuietVIsSkipped(t *testing.T) {
 		}
 	}
 	for i, v := range va {
-		if n := roundsOf(v) - start[i]; n > rounds/quietPollEvery+hotRounds+quietPollEvery {
+		if n := roundsOf(v) - start[i]; n > rounds/quietProgressEvery+hotRounds+quietProgressEvery {
 			t.Errorf("idle VI %d made %d progress rounds in %d CQ rounds", i, n, rounds)
 		}
+	}
+	// Every VI of the bond is quiet: the rounds were the bond's alone.
+	if n := a.b.loud.Load(); n != 0 {
+		t.Errorf("%d loud VIs on a bond whose VIs all idle", n)
 	}
 	// Rails other than the first are still polled every quietPollEvery-th
 	// round: a quiet receiver's rails may be taking in an RDMA write.
@@ -292,5 +296,12 @@ func TestQuietVIsSkipped(t *testing.T) {
 		}
 		_, err = vb[2].SendWait(ctx)
 		mustf(t, err, "%d bytes: send wait", n)
+	}
+	// The loud count follows the VIs to their end.
+	for _, v := range va {
+		v.Close()
+	}
+	if n := a.b.loud.Load(); n != 0 {
+		t.Errorf("%d loud VIs counted after every VI closed", n)
 	}
 }

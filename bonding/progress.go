@@ -100,6 +100,9 @@ func (v *VI) sampleRate(rl *rail, n int) {
 const (
 	hotRounds      = 64
 	quietPollEvery = 8
+	// quietProgressEvery: a quiet VI makes a whole progress round this
+	// often (checkRails and the like) even if nothing woke it.
+	quietProgressEvery = 64
 )
 
 // reap makes progress on rail r, handles every rail descriptor that
@@ -322,7 +325,7 @@ func (v *VI) publish() {
 //
 // A caller that polls in a loop of its own (RecvDone, SendDone, CQ.Done:
 // mplite's progress engine) is such a spinner too, though not counted in
-// pollers: the goroutine steps aside while polls keep coming (VI.polls),
+// pollers: the goroutine steps aside while polls keep coming (pollCount),
 // looking every pollerNap. Like a waiter that got what it waited for, a
 // caller that stops polling does not wake it; one that goes on to block
 // in a wait does (doneSpinning).
@@ -335,9 +338,9 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 	waiting := func() bool { return v.pollers.Load() > 0 || v.blockedOn[r].Load() > 0 }
 	// aside: a caller polled since the last look (it is likely to poll
 	// again), or a waiter spins or sleeps in the device.
-	seen, aside := v.polls.Load(), false
+	seen, aside := v.pollCount(), false
 	stepAside := func() bool {
-		if n := v.polls.Load(); n != seen {
+		if n := v.pollCount(); n != seen {
 			seen, aside = n, true
 		}
 		aside = aside || waiting()
@@ -370,7 +373,21 @@ func (v *VI) railWaiter(r int, ctx context.Context) {
 		v.mu.Lock()
 		v.drainRail(rl)
 		v.progressLocked()
-		v.quiet.Store(false) // hot now: CQ rounds look again
+		v.setQuiet(false) // hot now: CQ rounds look again
 		v.mu.Unlock()
 	}
+}
+
+// pollCount moves with every non-blocking progress call on v: its own
+// (VI.polls) and the rounds of the CQs it is attached to, which may skip
+// it (quiet) and still poll its rails' devices.
+func (v *VI) pollCount() uint64 {
+	n := v.polls.Load()
+	if cq := v.attrs.SendCQ; cq != nil {
+		n += cq.rounds.Load()
+	}
+	if cq := v.attrs.RecvCQ; cq != nil && cq != v.attrs.SendCQ {
+		n += cq.rounds.Load()
+	}
+	return n
 }

@@ -79,7 +79,7 @@ func (v *VI) newRail(r int, p *vi.Provider, tag vi.PTag) (*rail, error) {
 		return nil, err
 	}
 	rl.cq = cq
-	cq.Notify(v.note) // wakes the VI from quiet (VI.poll)
+	cq.Notify(v.note, v.b.note) // wakes the VI, and the bond, from quiet (VI.poll, CQ.quietRound)
 	rl.v, err = p.NewVI(vi.Attributes{Reliability: vi.ReliableReception, PTag: tag,
 		EnableRDMAWrite: v.attrs.EnableRDMAWrite, SendCQ: cq, RecvCQ: cq, QueueDepth: s})
 	if err != nil {

@@ -34,7 +34,7 @@ func (v *VI) PostRecv(d *descriptors.Descriptor) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.quiet.Store(false)
+	v.setQuiet(false)
 	if v.state == closedVI {
 		v.release(d)
 		return fmt.Errorf("bonding: post recv: %w", ErrClosed)

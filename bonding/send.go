@@ -93,7 +93,7 @@ func (v *VI) PostSend(d *descriptors.Descriptor) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.quiet.Store(false)
+	v.setQuiet(false)
 	if v.state != Connected && v.state != Error {
 		v.release(d)
 		if v.state == closedVI {

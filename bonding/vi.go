@@ -202,9 +202,9 @@ type VI struct {
 	// give up and block wakes them (doneSpinning).
 	pollers atomic.Int32
 	// polls counts the progress rounds of non-blocking calls (RecvDone,
-	// SendDone, CQ.Done): a caller that polls in its own loop, as
-	// mplite's progress engine does, is a spinner the rail goroutines
-	// cannot see in pollers, and they step aside for it too.
+	// SendDone; CQ.Done counts its own): a caller that polls in its own
+	// loop, as mplite's progress engine does, is a spinner the rail
+	// goroutines cannot see in pollers, and they step aside for it too.
 	polls atomic.Uint64
 	// quiet says the last CQ round left the VI idle (idleLocked), so that
 	// CQ rounds skip it until note, which every rail completion signals,
@@ -212,6 +212,9 @@ type VI struct {
 	quiet    atomic.Bool
 	note     chan struct{}
 	first    atomic.Int32
+	// counted says the bond's loud count includes this VI while it is not
+	// quiet: from the end of NewVI to Close. Under mu.
+	counted bool
 	sleepers atomic.Int32 // waiters blocked on a wake channel
 	railWake []chan struct{}
 	// blockedOn counts the waiters for this VI asleep in each rail's
@@ -299,6 +302,10 @@ func (b *Bond) NewVI(a Attributes) (*VI, error) {
 	}
 	b.vis[v] = struct{}{}
 	b.mu.Unlock()
+	v.mu.Lock()
+	v.counted = true // loud, as it starts
+	b.loud.Add(1)
+	v.mu.Unlock()
 	return v, nil
 }
 
@@ -352,7 +359,7 @@ func (v *VI) RailVI(r int) *vi.VI { return v.rails[r].v }
 // them.
 func (v *VI) Close() error {
 	v.mu.Lock()
-	v.quiet.Store(false)
+	v.setQuiet(false)
 	if v.state != closedVI {
 		v.abortConnect(ErrClosed)
 	}
@@ -363,6 +370,10 @@ func (v *VI) Close() error {
 	v.failLocked(errors.New("closed"), 0, 0, true)
 	v.state = closedVI
 	v.flushRecvs()
+	if v.counted {
+		v.counted = false
+		v.b.loud.Add(-1)
+	}
 	v.mu.Unlock()
 	v.wg.Wait()
 	v.destroyRails()

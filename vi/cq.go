@@ -3,6 +3,7 @@ package vi
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethervia/ethervia/internal/wake"
@@ -22,11 +23,14 @@ type CQ struct {
 	p        *Provider
 	ring     []Completion
 	head, n  int
+	// queued is n, for the polls that find the queue empty without the
+	// provider's lock (Ready, Queued: a bond's waiter asks every turn).
+	queued   atomic.Int32
 	reserved int // queue slots of attached work queues
 	closed   bool
 	wake     chan struct{}
 	watcher  chan struct{} // a DatagramPort's wake (WatchCQ), under p.mu
-	notify   chan struct{} // Notify's channel, under p.mu
+	notify   []chan struct{} // Notify's channels, under p.mu
 }
 
 // NewCQ creates a completion queue of the given depth. Every work queue
@@ -65,29 +69,34 @@ func (cq *CQ) push(v *VI, recv bool) {
 	}
 	cq.ring[(cq.head+cq.n)%len(cq.ring)] = Completion{VI: v, Recv: recv}
 	cq.n++
+	cq.queued.Store(int32(cq.n))
 	wake.Signal(cq.wake)
 	if cq.watcher != nil {
 		wake.Signal(cq.watcher)
 	}
-	if cq.notify != nil {
-		wake.Signal(cq.notify)
+	for _, ch := range cq.notify {
+		wake.Signal(ch)
 	}
 }
 
 // Queued reports whether a completion is queued, without making progress.
-func (cq *CQ) Queued() bool {
-	cq.p.mu.Lock()
-	defer cq.p.mu.Unlock()
-	return cq.n > 0
-}
+// It takes no lock: a completion queued meanwhile is seen by the next look.
+func (cq *CQ) Queued() bool { return cq.queued.Load() > 0 }
 
-// Notify makes every completion queued on cq also signal ch, without
-// blocking (a full channel is already signalled), so that a consumer that
-// waits elsewhere (a bond's completion queue, bonding.CQ.Follow) learns of
-// it. Nil stops it.
-func (cq *CQ) Notify(ch chan struct{}) {
+// Notify makes every completion queued on cq also signal each of chs,
+// without blocking (a full channel is already signalled), so that a
+// consumer that waits elsewhere (a bond's completion queue,
+// bonding.CQ.Follow) learns of it. It replaces the channels of an earlier
+// call; none (or nil) stops it.
+func (cq *CQ) Notify(chs ...chan struct{}) {
+	var keep []chan struct{}
+	for _, ch := range chs {
+		if ch != nil {
+			keep = append(keep, ch)
+		}
+	}
 	cq.p.mu.Lock()
-	cq.notify = ch
+	cq.notify = keep
 	cq.p.mu.Unlock()
 }
 
@@ -99,6 +108,7 @@ func (cq *CQ) popLocked() (Completion, bool) {
 	cq.ring[cq.head] = Completion{}
 	cq.head = (cq.head + 1) % len(cq.ring)
 	cq.n--
+	cq.queued.Store(int32(cq.n))
 	return c, true
 }
 
@@ -106,6 +116,9 @@ func (cq *CQ) popLocked() (Completion, bool) {
 // progress: for callers that have just polled (Done) and drain what that
 // found.
 func (cq *CQ) Ready() (Completion, bool) {
+	if cq.queued.Load() == 0 {
+		return Completion{}, false
+	}
 	cq.p.mu.Lock()
 	defer cq.p.mu.Unlock()
 	return cq.popLocked()
