@@ -50,6 +50,10 @@ type Bond struct {
 	loud       atomic.Int32
 	note       chan struct{}
 	firstRails atomic.Uint32
+	// railBusy holds, per rail, the last CQ round in which a device poll
+	// of that round found frames (Bond.pollRail): quiet rounds keep
+	// polling such a rail, which may be taking in an RDMA write.
+	railBusy [maxRails]atomic.Uint64
 
 	mu      sync.RWMutex
 	closed  bool

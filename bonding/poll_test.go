@@ -305,3 +305,58 @@ func TestQuietVIsSkipped(t *testing.T) {
 		t.Errorf("%d loud VIs counted after every VI closed", n)
 	}
 }
+
+// TestQuietRoundFollowsBusyRails: a quiet CQ round polls a rail other than
+// the first only every quietPollEvery-th round, unless a poll of that
+// rail found frames in the last hotRounds rounds (railHot): the rail may
+// be taking in an RDMA write, which completes nothing until its notice.
+func TestQuietRoundFollowsBusyRails(t *testing.T) {
+	a, b := memPair(t, 2, 1500, memnic.Faults{}, testOptions(), 4<<20)
+	cq, err := a.b.NewCQ(2 * a.b.Options().QueueDepth)
+	mustf(t, err, "new cq")
+	va := a.newVI(t, Attributes{SendCQ: cq, RecvCQ: cq})
+	vb := b.newVI(t, Attributes{})
+	connect(t, a, b, va, vb, 70)
+	for range 2000 {
+		cq.Done()
+	}
+	if n := a.b.loud.Load(); n != 0 {
+		t.Fatalf("%d loud VIs after 2000 idle rounds", n)
+	}
+	const base = uint64(1) << 40 // a multiple of every period, beyond the CQ's rounds
+	rail1 := func() uint64 { return a.ports[1].RecvCalls() }
+
+	a.b.railBusy[1].Store(0)
+	before := rail1()
+	if !a.b.quietRound(base + 1) {
+		t.Fatal("an idle quiet round found work")
+	}
+	if n := rail1() - before; n != 0 {
+		t.Errorf("a quiet round polled an idle second rail %d times, want 0", n)
+	}
+	a.b.railBusy[1].Store(base + 1)
+	before = rail1()
+	a.b.quietRound(base + 3)
+	if n := rail1() - before; n == 0 {
+		t.Error("a quiet round skipped a second rail that found frames two rounds before")
+	}
+	before = rail1()
+	a.b.quietRound(base + 1 + hotRounds + 2)
+	if n := rail1() - before; n != 0 {
+		t.Errorf("a quiet round polled a second rail idle for %d rounds %d times", hotRounds+1, n)
+	}
+
+	// A striped message puts frames on rail 1: the poll that takes them
+	// in marks the rail busy.
+	dst, src := a.buf(t, 1<<20), b.buf(t, 1<<20)
+	mustf(t, va.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{dst}}), "post recv")
+	mustf(t, vb.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{src}}), "post send")
+	round := base + 1000
+	for deadline := time.Now().Add(10 * time.Second); a.b.railBusy[1].Load() < base+1000; round++ {
+		if time.Now().After(deadline) {
+			t.Fatal("no poll of rail 1 found the striped message's frames")
+		}
+		vb.SendDone() // the sender makes progress
+		a.b.pollRail(1, round)
+	}
+}

@@ -312,9 +312,9 @@ const drainBatches = 256
 
 // pollLocked is progress made by a consumer's Done call; it tells the
 // background goroutine that someone polls.
-func (p *Provider) pollLocked() {
+func (p *Provider) pollLocked() (frames int) {
 	if p.closed || p.devErr != nil {
-		return
+		return 0
 	}
 	// A clock read costs about 30 ns here, half of an empty poll, and a
 	// spinning waiter polls over and over: a poll that finds nothing to
@@ -323,12 +323,13 @@ func (p *Provider) pollLocked() {
 	// arrives is taken in at a fresh reading.
 	n, err := p.dev.Recv(p.rxBufs, p.rxLens)
 	if p.idlePolls++; n == 0 && err == nil && p.idlePolls < idleClockEvery && len(p.dirty) == 0 && len(p.tx) == 0 {
-		return
+		return 0
 	}
 	p.idlePolls = 0
 	now := p.now()
 	p.lastActive.Store(int64(now))
 	p.progressFrom(now, n, err, progressBatches)
+	return n
 }
 
 // idleClockEvery is how many empty polls pass between clock reads: timers
@@ -611,14 +612,17 @@ func (p *Provider) wait(ctx context.Context, wake chan struct{}, ready func() bo
 
 // Poll makes progress without waiting: it takes in what the device holds,
 // sends what is due and runs the timers, queueing completions on their
-// CQs. A caller that looks at several CQs of the provider polls once and
-// then takes each one's completions with CQ.Ready.
-func (p *Provider) Poll() {
+// CQs, and reports how many frames its first look at the device found
+// (0: the device had nothing). A caller that looks at several CQs of the
+// provider polls once and then takes each one's completions with
+// CQ.Ready.
+func (p *Provider) Poll() (frames int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.closed {
-		p.pollLocked()
+	if p.closed {
+		return 0
 	}
+	return p.pollLocked()
 }
 
 // Block sleeps in the device until frames may have arrived, Interrupt is

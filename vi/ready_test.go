@@ -113,3 +113,47 @@ func TestReady(t *testing.T) {
 		t.Fatal("RecvReady returned a third receive")
 	}
 }
+
+// TestPollReportsFrames: Provider.Poll reports 0 over an idle device and
+// the frames it took in once a message comes (a bond keeps polling a rail
+// that delivers frames, bonding's railHot).
+func TestPollReportsFrames(t *testing.T) {
+	sw := memnic.NewSwitch(1)
+	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
+	cq, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, SendCQ: cq, RecvCQ: cq})
+	connectCS(t, a, b, va, vb, 9)
+	for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
+		b.p.Poll() // a poller: the background goroutine leaves the device alone
+	}
+	busy := 0
+	for range 1000 {
+		if b.p.Poll() != 0 {
+			busy++
+		}
+	}
+	if busy > 2 {
+		t.Fatalf("%d of 1000 polls of an idle device reported frames", busy)
+	}
+	if err := vb.PostRecv(&descriptors.Descriptor{Segments: []descriptors.Segment{b.buf(t, 16)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := va.PostSend(&descriptors.Descriptor{Segments: []descriptors.Segment{a.buf(t, 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	frames := 0
+	for deadline := time.Now().Add(5 * time.Second); frames == 0 && time.Now().Before(deadline); {
+		frames = b.p.Poll()
+	}
+	if frames == 0 {
+		t.Fatal("no poll reported the message's frame")
+	}
+	if c, ok := cq.Ready(); !ok || c.VI != vb || !c.Recv {
+		t.Fatalf("after the poll that took the frame in: %+v %v, want vb's receive", c, ok)
+	}
+}
