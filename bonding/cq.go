@@ -22,14 +22,14 @@ type Completion struct {
 // bonded work queues attached to it, in the order they completed. It is
 // safe for concurrent use.
 type CQ struct {
-	b        *Bond
-	mu       sync.Mutex
-	ring     []Completion
-	head, n  int
-	queued   atomic.Int32 // n, read without the lock by polls that find nothing
+	b       *Bond
+	mu      sync.Mutex
+	ring    []Completion
+	head, n int
+	queued  atomic.Int32 // n, read without the lock by polls that find nothing
 	// rounds counts the polls (Done) that looked past the queue: the
 	// rail goroutines of the attached VIs step aside while it moves.
-	rounds atomic.Uint64
+	rounds   atomic.Uint64
 	reserved int
 	closed   bool
 	vis      atomic.Pointer[[]*VI] // attached VIs, copied on change

@@ -209,12 +209,12 @@ type VI struct {
 	// quiet says the last CQ round left the VI idle (idleLocked), so that
 	// CQ rounds skip it until note, which every rail completion signals,
 	// or a post clears it; first is then its first live rail.
-	quiet    atomic.Bool
-	note     chan struct{}
-	first    atomic.Int32
+	quiet atomic.Bool
+	note  chan struct{}
+	first atomic.Int32
 	// counted says the bond's loud count includes this VI while it is not
 	// quiet: from the end of NewVI to Close. Under mu.
-	counted bool
+	counted  bool
 	sleepers atomic.Int32 // waiters blocked on a wake channel
 	railWake []chan struct{}
 	// blockedOn counts the waiters for this VI asleep in each rail's

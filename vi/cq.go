@@ -20,16 +20,16 @@ type Completion struct {
 // attached to it, in the order they completed. It is safe for concurrent
 // use.
 type CQ struct {
-	p        *Provider
-	ring     []Completion
-	head, n  int
+	p       *Provider
+	ring    []Completion
+	head, n int
 	// queued is n, for the polls that find the queue empty without the
 	// provider's lock (Ready, Queued: a bond's waiter asks every turn).
 	queued   atomic.Int32
 	reserved int // queue slots of attached work queues
 	closed   bool
 	wake     chan struct{}
-	watcher  chan struct{} // a DatagramPort's wake (WatchCQ), under p.mu
+	watcher  chan struct{}   // a DatagramPort's wake (WatchCQ), under p.mu
 	notify   []chan struct{} // Notify's channels, under p.mu
 }
 
