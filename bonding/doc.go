@@ -144,7 +144,11 @@
 //     as a poll is a system call on most drivers. A CQ polls each rail's
 //     device once per round for all the VIs attached to it (the others
 //     drain what that poll delivered), and a round that completed nothing
-//     skips scheduling. One goroutine
+//     skips scheduling. A CQ round skips the VIs that wait only for their
+//     rails (quiet) until a rail completion or a post wakes them; while
+//     every VI of the bond is quiet, a round only polls the devices of
+//     their first live rails and of the rails that recently delivered
+//     frames (an RDMA write coming in). One goroutine
 //     per rail and connection blocks on that rail's CQ and handles what
 //     arrives while nobody polls, and wakes a blocked waiter. While a wait
 //     spins, or sleeps in the rail's device, these goroutines stay parked,

@@ -32,13 +32,7 @@ func TestReady(t *testing.T) {
 		dev = &countingDevice{Device: port}
 		return dev
 	})
-	cq, err := b.p.NewCQ(2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
-	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, SendCQ: cq, RecvCQ: cq})
-	connectCS(t, a, b, va, vb, 9)
+	cq, va, vb := cqPair(t, a, b)
 
 	// Nothing completed: nothing ready, and no pass over the device.
 	for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
@@ -121,13 +115,7 @@ func TestPollReportsFrames(t *testing.T) {
 	sw := memnic.NewSwitch(1)
 	a := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
 	b := newHost(t, sw, 1500, memnic.Faults{}, Options{}, 1<<16)
-	cq, err := b.p.NewCQ(2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
-	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, SendCQ: cq, RecvCQ: cq})
-	connectCS(t, a, b, va, vb, 9)
+	cq, va, vb := cqPair(t, a, b)
 	for end := time.Now().Add(20 * time.Millisecond); time.Now().Before(end); {
 		b.p.Poll() // a poller: the background goroutine leaves the device alone
 	}
@@ -156,4 +144,18 @@ func TestPollReportsFrames(t *testing.T) {
 	if c, ok := cq.Ready(); !ok || c.VI != vb || !c.Recv {
 		t.Fatalf("after the poll that took the frame in: %+v %v, want vb's receive", c, ok)
 	}
+}
+
+// cqPair connects a reliable-delivery VI of a to one of b whose queues
+// complete on a CQ of b's.
+func cqPair(t *testing.T, a, b *host) (*CQ, *VI, *VI) {
+	t.Helper()
+	cq, err := b.p.NewCQ(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	va := a.newVI(t, Attributes{Reliability: ReliableDelivery})
+	vb := b.newVI(t, Attributes{Reliability: ReliableDelivery, SendCQ: cq, RecvCQ: cq})
+	connectCS(t, a, b, va, vb, 9)
+	return cq, va, vb
 }
