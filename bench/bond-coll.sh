@@ -4,11 +4,14 @@
 # Two passes per run: every collective at the small sizes (SMALL), and Allgather, Alltoall and
 # Allreduce at the large ones (LARGE). Prints coll, bytes, median us over one NIC and over two,
 # and the speed-up (one NIC's time / two NICs'); the goals are >= 1.7 at the large sizes and
-# >= 1.0 (no slower) at the small ones. Needs root and an idle machine.
+# >= 1.0 (no slower) at the small ones. Each column also shows the range of its runs. Needs root
+# and an idle machine.
 # Env: ROUNDS (3), NP (8), RATE (100mbit), DRIVER (auto: mprun's choice), SECS (0.3 small, 3x
 # for large), SMALL (1,1024), LARGE (65536,1048576; empty: no large pass), KS ("1 2": the NIC
-# counts; "2n" is two NICs without lanes, everything through the bond: MPLITE_BOND_LANE=0, shown
-# as a third column), OUT (work dir).
+# counts, one column each in this order, the speed-ups against the first; "2n" is two NICs without
+# lanes, everything through the bond: MPLITE_BOND_LANE=0; any other letter repeats a count as a
+# control, "1 2 1b" puts one NIC against itself as well, which shows the sitting's noise), OUT
+# (work dir).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
@@ -24,8 +27,13 @@ go build -o "$OUT/mprun" ./cmd/mprun
 go build -o "$OUT/collbench" ./cmd/collbench
 
 : >"$OUT/samples"
+# Each round starts with the next configuration, so that none always runs first: in a fixed
+# order one NIC run third against itself came out 6 % slower over the 1-byte points (2026-12-02,
+# seven rounds; about 1.5 standard errors), as large as the effect the small sizes' goal tests.
+read -ra ks <<<"$KS"
 for r in $(seq "$ROUNDS"); do
-	for k in $KS; do
+	for j in "${!ks[@]}"; do
+		k=${ks[$(((j + r - 1) % ${#ks[@]}))]}
 		for pass in small large; do
 			if [ $pass = large ] && [ -z "$LARGE" ]; then
 				continue
@@ -36,7 +44,8 @@ for r in $(seq "$ROUNDS"); do
 			fi
 			lane=1
 			[ "$k" != "${k%n}" ] && lane=0
-			MPLITE_BOND_LANE=$lane "$OUT/mprun" -np "$NP" -nics "${k%n}" -rate "$RATE" -driver "$DRIVER" -timeout 20m -- \
+			nics=${k%%[a-z]*}
+			MPLITE_BOND_LANE=$lane "$OUT/mprun" -np "$NP" -nics "$nics" -rate "$RATE" -driver "$DRIVER" -timeout 20m -- \
 				"$OUT/collbench" -algos auto -colls "$colls" -sizes "$sizes" -secs "$secs" >"$OUT/run.out" 2>>"$OUT/err" || {
 				tail -20 "$OUT/err" >&2
 				echo "bond-coll.sh: collbench failed (round $r, $k NICs, $pass)" >&2
@@ -48,8 +57,9 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
-python3 - "$OUT/samples" <<'PY'
+python3 - "$OUT/samples" $KS <<'PY'
 import statistics, sys
+cols = sys.argv[2:]
 runs = {}
 order = []
 for line in open(sys.argv[1]):
@@ -58,16 +68,23 @@ for line in open(sys.argv[1]):
     if key not in order:
         order.append(key)
     runs.setdefault((k, key), []).append(float(us))
-nolane = any(k == "2n" for k, _ in runs)
-extra = " two NICs, no lanes (us) | speed-up |" if nolane else ""
-print("| coll | bytes | one NIC (us) | two NICs (us) | speed-up |" + extra)
-print("|---|---|---|---|---|" + ("---|---|" if nolane else ""))
+names = {"1": "one NIC", "2": "two NICs", "2n": "two NICs, no lanes"}
+def name(k):
+    base = k.rstrip("abcdefghijklmnopqrstuvwxyz")
+    return names.get(k) or f"{names.get(base, base + ' NICs')} ({k})"
+head = "| coll | bytes | " + name(cols[0]) + " (us) | runs |"
+for k in cols[1:]:
+    head += f" {name(k)} (us) | runs | speed-up |"
+print(head)
+print("|---|---|---|---|" + "---|---|---|" * (len(cols) - 1))
 for key in order:
-    one = statistics.median(runs.get(("1", key), [float("nan")]))
-    two = statistics.median(runs.get(("2", key), [float("nan")]))
-    row = f"| {key[0]} | {key[1]} | {one:.1f} | {two:.1f} | {one / two:.2f} |"
-    if nolane:
-        n = statistics.median(runs.get(("2n", key), [float("nan")]))
-        row += f" {n:.1f} | {one / n:.2f} |"
+    med, rng = [], []
+    for k in cols:
+        r = runs.get((k, key), [])
+        med.append(statistics.median(r) if r else float("nan"))
+        rng.append(f"{min(r):.0f}-{max(r):.0f}" if r else "-")
+    row = f"| {key[0]} | {key[1]} | {med[0]:.1f} | {rng[0]} |"
+    for i in range(1, len(cols)):
+        row += f" {med[i]:.1f} | {rng[i]} | {med[0] / med[i]:.2f} |"
     print(row)
 PY
