@@ -158,25 +158,34 @@ func (b *Bond) quietRound(round uint64) bool {
 	if b.loud.Load() != 0 || round%quietProgressEvery == 0 {
 		return false
 	}
-	select {
-	case <-b.note: // a rail completion queued since the last round: VIs look
+	if b.noted() { // a rail completion queued since the last round: VIs look
 		return false
-	default:
 	}
-	mask := b.firstRails.Load()
-	if round%quietPollEvery == 0 {
-		mask = 1<<len(b.rails) - 1
-	}
-	for r := range b.rails {
-		if mask&(1<<r) != 0 || b.railHot(r, round) {
-			b.pollRail(r, round)
-		}
-	}
+	b.pollQuiet(b.firstRails.Load(), round)
+	return !b.noted()
+}
+
+// noted takes the bond's note, reporting whether a rail completion came
+// since the last look.
+func (b *Bond) noted() bool {
 	select {
 	case <-b.note:
-		return false
-	default:
 		return true
+	default:
+		return false
+	}
+}
+
+// pollQuiet polls in CQ round round what quiet VIs owe their rails: the
+// devices of the rails in first (a bit per rail), of every rail each
+// quietPollEvery-th round, and of the rails that found frames lately
+// (railHot).
+func (b *Bond) pollQuiet(first uint32, round uint64) {
+	all := round%quietPollEvery == 0
+	for r := range b.rails {
+		if all || first&(1<<r) != 0 || b.railHot(r, round) {
+			b.pollRail(r, round)
+		}
 	}
 }
 
@@ -310,12 +319,7 @@ func (cq *CQ) Close() error {
 // until their notice.
 func (v *VI) poll(round uint64) {
 	if v.quiet.Load() && round%quietProgressEvery != 0 && len(v.note) == 0 {
-		first, all := int(v.first.Load()), round%quietPollEvery == 0
-		for r := range v.rails {
-			if r == first || all || v.b.railHot(r, round) {
-				v.b.pollRail(r, round)
-			}
-		}
+		v.b.pollQuiet(1<<v.first.Load(), round)
 		if len(v.note) == 0 {
 			return
 		}
