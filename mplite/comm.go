@@ -149,7 +149,7 @@ type endpoint struct {
 	postSeq uint64
 	// unexpected-message memory
 	unexpBytes int64
-	tmpFree    [][]byte
+	tmp        tmpPool // copies of unexpected data and early envelopes
 	umsgFree   []*umsg
 	reqFree    []*Request
 	stages     [][]byte // staging copies of layout requests, for reuse
@@ -319,7 +319,8 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	c := &Comm{endpoint: &endpoint{cfg: cfg, tables: newAlgoTables(), rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),
 		sendIDs: make(map[uint32]*Request), recvIDs: make(map[uint32]*Request),
-		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4},
+		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4,
+		tmp: newTmpPool(envLen+cfg.eagerLimit, max(4*int64(envLen+cfg.eagerLimit), cfg.unexpectedLimit/8))},
 		crank: rank, csize: size, pctx: ctxWorld, cctx: ctxWorldColl}
 	c.world = c
 	// With more ranks than CPUs, a call's own goroutine blocks without

@@ -453,12 +453,12 @@ func TestHeldFreedWhenPeerFails(t *testing.T) {
 	defer c.mu.Unlock()
 	c.inSequence(p, p.recvSeq+2, eager("x"), -1)
 	c.inSequence(p, p.recvSeq+1, eager("y"), -1)
-	free := len(c.tmpFree)
+	free := c.tmp.buffers()
 	if len(p.held) != 2 {
 		t.Fatalf("%d envelopes held, want 2", len(p.held))
 	}
 	c.peerFailed(p, errors.New("test: peer gone"), true)
-	if len(p.held) != 0 || len(c.tmpFree) != free+2 {
-		t.Fatalf("after the peer failed: %d still held, %d buffers back in the pool, want 0 and 2", len(p.held), len(c.tmpFree)-free)
+	if len(p.held) != 0 || c.tmp.buffers() != free+2 {
+		t.Fatalf("after the peer failed: %d still held, %d buffers back in the pool, want 0 and 2", len(p.held), c.tmp.buffers()-free)
 	}
 }

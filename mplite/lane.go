@@ -178,7 +178,7 @@ func (c *Comm) inSequence(p *peer, s uint32, msg []byte, slot int) {
 			c.peerFailed(p, fmt.Errorf("mplite: rank %d sent message %d while %d was missing and %d more came", p.rank, s, p.recvSeq, len(p.held)), true)
 			return
 		}
-		b := c.getTmp()[:len(msg)]
+		b := c.tmp.get(len(msg))
 		copy(b, msg)
 		p.held = append(p.held, heldMsg{seq: s, msg: b})
 		c.stats.LaneReordered++
@@ -221,6 +221,6 @@ func (c *Comm) releaseHeld(p *peer) {
 		p.held = p.held[:last]
 		p.recvSeq++
 		c.dispatch(p, h.msg, -1)
-		c.tmpFree = append(c.tmpFree, h.msg[:cap(h.msg)])
+		c.tmp.put(h.msg)
 	}
 }

@@ -553,11 +553,11 @@ func (c *Comm) sendSelf(r *Request) {
 	if !c.byHandshake(r) {
 		m.typ = msgEager
 		if len(r.buf) > 0 {
-			m.tmp = c.getTmp()
-			m.data = m.tmp[:len(r.buf)]
+			m.tmp = c.tmp.get(len(r.buf))
+			m.data = m.tmp
 			copy(m.data, r.buf)
 		}
-		m.cost = int64(len(r.buf)) + umsgCost
+		m.cost = int64(cap(m.tmp)) + umsgCost
 		c.complete(r, nil)
 	} else {
 		m.typ, m.sreq, m.cost = msgSelf, r, umsgCost
@@ -717,21 +717,12 @@ func (c *Comm) newUmsg() *umsg {
 	return &umsg{}
 }
 
-func (c *Comm) getTmp() []byte {
-	if n := len(c.tmpFree); n > 0 {
-		b := c.tmpFree[n-1]
-		c.tmpFree = c.tmpFree[:n-1]
-		return b
-	}
-	return make([]byte, c.slot) // an envelope and eager data: a held envelope (lane.go) fits too
-}
-
 // releaseUmsg gives back what m holds: its temporary buffer or its
 // receive slot (a credit for the sender again).
 func (c *Comm) releaseUmsg(m *umsg) {
 	c.unexpBytes -= m.cost
 	if m.tmp != nil {
-		c.tmpFree = append(c.tmpFree, m.tmp[:cap(m.tmp)])
+		c.tmp.put(m.tmp)
 	}
 	if m.held {
 		c.repost(c.peers[m.src], m.slot)
@@ -865,10 +856,14 @@ func (c *Comm) onEager(p *peer, slot int, e *envelope, data []byte) {
 	c.envelopeArrived(p)
 	m := c.newUmsg()
 	m.src, m.tag, m.ctx, m.typ, m.length = p.rank, e.tag, e.ctx, msgEager, len(data)
-	if cost := int64(len(data)) + umsgCost; c.unexpBytes+cost <= c.cfg.unexpectedLimit || slot < 0 {
+	cost := int64(umsgCost)
+	if len(data) > 0 {
+		cost += int64(c.tmp.size(len(data))) // the copy's whole buffer counts
+	}
+	if c.unexpBytes+cost <= c.cfg.unexpectedLimit || slot < 0 {
 		if len(data) > 0 {
-			m.tmp = c.getTmp()
-			m.data = m.tmp[:len(data)]
+			m.tmp = c.tmp.get(len(data))
+			m.data = m.tmp
 			copy(m.data, data)
 		}
 		m.cost = cost

@@ -547,7 +547,7 @@ func (c *Comm) peerFailed(p *peer, cause error, dead bool) {
 		closeLane(p) // its flushed sends free their slots (laneSent)
 	}
 	for _, h := range p.held { // envelopes waiting for a turn that never comes
-		c.tmpFree = append(c.tmpFree, h.msg[:cap(h.msg)])
+		c.tmp.put(h.msg)
 	}
 	p.held = p.held[:0]
 	if dead {

@@ -98,6 +98,71 @@ func TestUnexpectedBoundThrottles(t *testing.T) {
 	}))
 }
 
+// Small unexpected messages are copied into buffers of their own size,
+// and what the bound counts is what they hold: a rank that runs ahead with
+// thousands of 8-byte messages costs its peer kilobytes, not a receive
+// slot (64 KiB) apiece.
+func TestUnexpectedSmallCostTheirSize(t *testing.T) {
+	const n = 2000
+	var before, during runtime.MemStats
+	ready := make(chan struct{})
+	// Rank 1 finalizes only after rank 0's last count: its Finalize
+	// barrier message would count as unexpected.
+	checked := make(chan struct{})
+	noErrors(t, runWorld(t, 2, 30*time.Second, nil, func(c *mplite.Comm) error {
+		if err := c.Barrier(); err != nil { // the connection is up before the count
+			return err
+		}
+		if c.Rank() == 1 {
+			<-ready
+			for i := range n {
+				if err := c.Send(pattern(8, i), 0, i); err != nil {
+					return err
+				}
+			}
+			<-checked
+			return nil
+		}
+		defer close(checked)
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		close(ready)
+		for deadline := time.Now().Add(20 * time.Second); c.Stats().Unexpected < n; {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%d of %d messages arrived: %+v", c.Stats().Unexpected, n, c.Stats())
+			}
+			if _, _, err := c.Iprobe(1, n-1); err != nil {
+				return err
+			}
+			runtime.Gosched()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&during)
+		s := c.Stats()
+		grew := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+		if grew > 8<<20 {
+			return fmt.Errorf("%d unexpected 8-byte messages grew the heap by %d bytes", n, grew)
+		}
+		// The count covers the buffers really held (256 bytes each at least).
+		if s.UnexpectedBytes < n*256 {
+			return fmt.Errorf("%d unexpected messages counted as %d bytes, less than their buffers", n, s.UnexpectedBytes)
+		}
+		buf := make([]byte, 8)
+		for i := range n {
+			if _, err := c.Recv(buf, 1, i); err != nil {
+				return err
+			}
+			if !bytes.Equal(buf, pattern(8, i)) {
+				return fmt.Errorf("message %d corrupt", i)
+			}
+		}
+		if s := c.Stats(); s.UnexpectedBytes != 0 {
+			return fmt.Errorf("%d unexpected bytes left after receiving everything", s.UnexpectedBytes)
+		}
+		return nil
+	}))
+}
+
 // An unexpected handshake message costs only its envelope until its
 // receive is posted; the data then moves once, into the user's buffer.
 func TestUnexpectedLargeNotCopied(t *testing.T) {

@@ -1,0 +1,55 @@
+package mplite
+
+import "testing"
+
+func TestTmpPoolClasses(t *testing.T) {
+	const slot = envLen + 64<<10
+	p := newTmpPool(slot, 1<<20)
+	for _, c := range []struct{ n, size int }{
+		{1, 256}, {256, 256}, {257, 512}, {1000, 1024}, {4096, 4096}, {4097, 8192},
+		{65536, 65536}, {65537, slot}, {slot, slot},
+	} {
+		if got := p.size(c.n); got != c.size {
+			t.Errorf("size(%d) = %d, want %d", c.n, got, c.size)
+		}
+		b := p.get(c.n)
+		if len(b) != c.n || cap(b) != c.size {
+			t.Errorf("get(%d): len %d cap %d, want %d and %d", c.n, len(b), cap(b), c.n, c.size)
+		}
+		p.put(b)
+		if again := p.get(c.n); &again[:1][0] != &b[:1][0] {
+			t.Errorf("get(%d) after put did not reuse the buffer", c.n)
+		}
+	}
+	if p.buffers() != 0 || p.kept != 0 {
+		t.Fatalf("%d buffers, %d bytes kept after every one was taken again", p.buffers(), p.kept)
+	}
+}
+
+// What a burst frees beyond keep goes to the garbage collector, and a
+// buffer that is not the pool's is never kept.
+func TestTmpPoolKeepBound(t *testing.T) {
+	p := newTmpPool(envLen+64<<10, 4096)
+	var bs [][]byte
+	for range 40 {
+		bs = append(bs, p.get(200))
+	}
+	for _, b := range bs {
+		p.put(b)
+	}
+	if p.buffers() != 16 || p.kept != 4096 {
+		t.Fatalf("kept %d buffers (%d bytes), want 16 (4096)", p.buffers(), p.kept)
+	}
+	p.put(make([]byte, 300)) // not a class size
+	if p.buffers() != 16 {
+		t.Fatalf("kept a foreign buffer")
+	}
+}
+
+func TestTmpPoolReuseAllocatesNothing(t *testing.T) {
+	p := newTmpPool(envLen+64<<10, 1<<20)
+	p.put(p.get(8))
+	if n := testing.AllocsPerRun(100, func() { p.put(p.get(8)) }); n != 0 {
+		t.Fatalf("%v allocations per get and put", n)
+	}
+}
