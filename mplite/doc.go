@@ -55,7 +55,8 @@
 // (WithRecvDepth; by default fewer per connection in jobs of more than 64
 // ranks, so that a rank's buffers for all its peers stay within 256 MiB,
 // but never fewer than 8). Unexpected eager messages are copied into temporary
-// buffers up to WithUnexpectedLimit bytes; past that they stay in their
+// buffers of their own size (powers of two from 256 bytes), and the whole
+// buffers count against WithUnexpectedLimit; past it they stay in their
 // receive buffers, which are not re-posted, so the sender runs out of
 // credits and waits. Nothing is lost and nothing grows without bound. (A
 // program that needs more unexpected messages than that from one peer before
