@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ethervia/ethervia/internal/ctxdl"
 	"github.com/ethervia/ethervia/mplite/pmi"
@@ -40,8 +41,10 @@ const (
 	// so an eager message never queues behind more than this much bulk.
 	maxChunks = 4
 	// umsgCost is what an unexpected message counts against the bound
-	// besides its data.
-	umsgCost = 64
+	// besides its data: its queue entry.
+	umsgCost = int64(unsafe.Sizeof(umsg{}))
+	// umsgKeep bounds the queue entries kept for reuse after a burst.
+	umsgKeep = 4096
 	// connPollEvery is how often pending connection requests are looked at
 	// while some peer is not connected.
 	connPollEvery = int64(time.Millisecond)

@@ -728,7 +728,9 @@ func (c *Comm) releaseUmsg(m *umsg) {
 		c.repost(c.peers[m.src], m.slot)
 	}
 	*m = umsg{}
-	c.umsgFree = append(c.umsgFree, m)
+	if len(c.umsgFree) < umsgKeep {
+		c.umsgFree = append(c.umsgFree, m)
+	}
 }
 
 // repost gives receive slot i back to p's VI (or its lane).

@@ -53,3 +53,21 @@ func TestTmpPoolReuseAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per get and put", n)
 	}
 }
+
+// Queue entries freed after a burst are kept for reuse only up to umsgKeep.
+func TestUmsgKeepBound(t *testing.T) {
+	c := &Comm{endpoint: &endpoint{tmp: newTmpPool(envLen+64<<10, 1<<20)}}
+	ms := make([]*umsg, umsgKeep+10)
+	for i := range ms {
+		ms[i] = c.newUmsg()
+	}
+	for _, m := range ms {
+		c.releaseUmsg(m)
+	}
+	if len(c.umsgFree) != umsgKeep {
+		t.Fatalf("%d queue entries kept, want %d", len(c.umsgFree), umsgKeep)
+	}
+	if c.newUmsg() != ms[umsgKeep-1] {
+		t.Fatal("newUmsg did not reuse a kept entry")
+	}
+}
