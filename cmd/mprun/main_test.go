@@ -336,7 +336,7 @@ func TestAutoDriverCrowded(t *testing.T) {
 		np, perHost, mtu, cpus int
 		want                   string
 	}{
-		{2, 1, 1500, 2, "afxdp"}, {8, 1, 1500, 2, "afxdp"}, {9, 1, 1500, 2, "afpacket"},
+		{2, 1, 1500, 2, "afxdp"}, {16, 1, 1500, 2, "afxdp"}, {17, 1, 1500, 2, "afpacket"},
 		{128, 1, 1500, 2, "afpacket"}, {128, 1, 1500, 32, "afxdp"}, {4, 1, 1500, 0, "afxdp"},
 		{8, 2, 1500, 64, "afpacket"}, {2, 1, 9000, 64, "afpacket"},
 	} {
