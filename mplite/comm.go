@@ -252,6 +252,10 @@ type Stats struct {
 	// for devices the caller opened (NewComm, NewBondedComm) and worlds
 	// without a network.
 	Driver string
+	// DeviceDropped sums the frames the rank's NICs lost before it read
+	// them (nic.Stats.RxDropped: full receive rings, the kernel's own
+	// drops): what a rank that does not get a CPU in time loses.
+	DeviceDropped uint64
 }
 
 // NewComm builds the world communicator of rank over an opened device,
@@ -533,6 +537,9 @@ func (c *Comm) Stats() Stats {
 		s.CacheMisses = ss.Misses + rs.Misses
 	}
 	s.Rails = max(1, len(c.devs))
+	for _, d := range c.devs {
+		s.DeviceDropped += d.Stats().RxDropped
+	}
 	if c.ownDev {
 		s.Driver = c.cfg.driver
 	}

@@ -135,6 +135,12 @@ type McastStats struct {
 	// chunks received again; Stashed datagrams of a later operation kept
 	// for it; Bad malformed or unexpected datagrams.
 	DataSent, Resent, AcksSent, NaksSent, Duplicates, Stashed, Bad uint64
+	// Dropped counts datagrams lost on this rank before an operation took
+	// them: a later operation's with the stash full, stashed ones that aged
+	// out, and those that found the rank's datagram ring full
+	// (vi.DatagramStats.Dropped). The protocols recover them by
+	// retransmission.
+	Dropped uint64
 }
 
 // mcGroup is one multicast group as a member sees it.
@@ -185,6 +191,9 @@ func (c *Comm) McastStats() McastStats {
 	defer m.mu.Unlock()
 	s := m.stats
 	s.Joined = len(m.joins)
+	if m.port != nil {
+		s.Dropped += m.port.Stats().Dropped
+	}
 	return s
 }
 
@@ -613,6 +622,9 @@ func (m *mcastEP) drain(port *vi.DatagramPort, g *mcGroup, fromStash bool, hd mc
 			}
 			e.age++
 			if !parseMcHdr(e.b[:e.n], h) || e.age > 16 || h.group == g.id && int32(h.op-g.op) < 0 {
+				if e.age > 16 {
+					m.count(&m.stats.Dropped, 1)
+				}
 				e.n = 0
 				continue
 			}
@@ -671,6 +683,7 @@ func (m *mcastEP) stashIt(port *vi.DatagramPort, pl []byte, src nic.Addr) {
 		m.count(&m.stats.Stashed, 1)
 		return
 	}
+	m.count(&m.stats.Dropped, 1) // the stash is full
 }
 
 // handle acts on one datagram of this operation. Who sent it is checked

@@ -1,6 +1,10 @@
 package mplite
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/ethervia/ethervia/nic"
+)
 
 func TestTmpPoolClasses(t *testing.T) {
 	const slot = envLen + 64<<10
@@ -69,5 +73,21 @@ func TestUmsgKeepBound(t *testing.T) {
 	}
 	if c.newUmsg() != ms[umsgKeep-1] {
 		t.Fatal("newUmsg did not reuse a kept entry")
+	}
+}
+
+// A later operation's datagram that finds the stash full is counted as
+// dropped, not lost silently.
+func TestMcastStashFullCounted(t *testing.T) {
+	var m mcastEP
+	m.stash = make([]mcStashed, mcastStash)
+	for i := range m.stash {
+		m.stash[i].b = make([]byte, 64)
+	}
+	for range mcastStash + 3 {
+		m.stashIt(nil, []byte("chunk"), nic.Addr{})
+	}
+	if m.stats.Stashed != mcastStash || m.stats.Dropped != 3 {
+		t.Fatalf("stashed %d, dropped %d; want %d and 3", m.stats.Stashed, m.stats.Dropped, mcastStash)
 	}
 }

@@ -184,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = b.agreeErrors()
 	}
 	if o.mstats {
-		fmt.Fprintf(stderr, "mcast stats: %+v\n", c.McastStats())
+		fmt.Fprintf(stderr, "mcast stats: %+v device drops: %d\n", c.McastStats(), c.Stats().DeviceDropped)
 	}
 	if ferr := c.Finalize(); ferr != nil && err == nil {
 		err = ferr
