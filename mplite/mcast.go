@@ -781,6 +781,22 @@ func (o *mcOp) feedbackHdr(typ uint8, limit int) mcHdr {
 	return h
 }
 
+// feedbackLimit is the chunk below which a receiver's ACK or NAK may name
+// missing chunks: those passed by a later one, or all of them after the
+// root's poll (it has sent everything) or, with the ACK protocol, a
+// silence (the root waits for acknowledgements to move its window). A NAK
+// after a silence names only passed chunks: the silence is most often the
+// root's, off a shared CPU, and the chunks beyond were not yet sent; it
+// sends them on waking and then read NAKs that asked for them again. At 16
+// ranks on 2 CPUs every such resend had been a duplicate at every
+// receiver, a fifth of the line; the root's poll covers a lost tail.
+func (o *mcOp) feedbackLimit(timedOut bool) int {
+	if o.poll || timedOut && !o.nak {
+		return o.k
+	}
+	return o.highest
+}
+
 func (o *mcOp) runRecv() error {
 	m := &o.c.mc
 	words := (o.k + 63) / 64
@@ -816,17 +832,14 @@ func (o *mcOp) runRecv() error {
 			return err
 		}
 		now := time.Now()
-		limit := o.highest // a gap report names only chunks passed by others
-		if o.got < o.k && now.Sub(o.lastProg) >= o.rto {
+		timedOut := o.got < o.k && now.Sub(o.lastProg) >= o.rto
+		if timedOut {
 			// Nothing new for a while: tell the root what we lack.
 			o.ackNow, o.nakNow = true, true
 			o.lastProg = now
 			o.rto = min(2*o.rto, mcastRTOMx)
-			limit = o.k
 		}
-		if o.poll {
-			limit = o.k
-		}
+		limit := o.feedbackLimit(timedOut)
 		switch {
 		case !o.nak && (o.ackNow || o.nakNow):
 			// The ACK protocol's acknowledgement carries the gaps too

@@ -91,3 +91,20 @@ func TestMcastStashFullCounted(t *testing.T) {
 		t.Fatalf("stashed %d, dropped %d; want %d and 3", m.stats.Stashed, m.stats.Dropped, mcastStash)
 	}
 }
+
+// A NAK after a silence names only chunks a later one passed; the root's
+// poll, or the ACK protocol's silence, lets feedback name every chunk.
+func TestMcastFeedbackLimit(t *testing.T) {
+	for _, tc := range []struct {
+		nak, poll, timedOut bool
+		want                int
+	}{
+		{true, false, false, 10}, {true, false, true, 10}, {true, true, false, 100}, {true, true, true, 100},
+		{false, false, false, 10}, {false, false, true, 100}, {false, true, false, 100},
+	} {
+		o := mcOp{nak: tc.nak, poll: tc.poll, k: 100, highest: 10}
+		if got := o.feedbackLimit(tc.timedOut); got != tc.want {
+			t.Errorf("nak %v, poll %v, timed out %v: limit %d, want %d", tc.nak, tc.poll, tc.timedOut, got, tc.want)
+		}
+	}
+}
