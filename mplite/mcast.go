@@ -28,9 +28,10 @@ import (
 //     acknowledgements.
 //   - "mcast-nak", the scalable one: the root sends everything; receivers
 //     report gaps with NAKs (datagrams to the root); a receiver that hears
-//     nothing for a timeout NAKs what it lacks, and a root that hears
-//     nothing re-sends the last chunk as a poll. Completion is acknowledged
-//     once, aggregated up a binomial tree.
+//     nothing for a timeout NAKs the gaps below the highest chunk it has
+//     seen, and a root that hears nothing once it has sent everything
+//     re-sends the last chunk as a poll, after which receivers NAK all they
+//     lack. Completion is acknowledged once, aggregated up a binomial tree.
 //
 // Completion always travels over the reliable point-to-point path (a
 // zero-byte message on the communicator's collective context, tag
