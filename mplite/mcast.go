@@ -788,7 +788,7 @@ func (o *mcOp) feedbackHdr(typ uint8, limit int) mcHdr {
 // silence (the root waits for acknowledgements to move its window). A NAK
 // after a silence names only passed chunks: the silence is most often the
 // root's, off a shared CPU, and the chunks beyond were not yet sent; it
-// sends them on waking and then read NAKs that asked for them again. At 16
+// sends them on waking and then reads NAKs that asked for them. At 16
 // ranks on 2 CPUs every such resend had been a duplicate at every
 // receiver, a fifth of the line; the root's poll covers a lost tail.
 func (o *mcOp) feedbackLimit(timedOut bool) int {
