@@ -110,24 +110,22 @@ for key in sorted(algos, key=lambda k: (order.index(k[0]) if k[0] in order else 
     real = {k: v for k, v in a.items() if k != "auto" and not k.startswith("phased_l")}
     if "auto" not in a:
         continue
-    if not real:  # ALGOS=auto: the selector's choice alone
-        o = ompi.get(key)
-        ratio = "%.2f" % (a["auto"] / o) if o else "n/a"
-        print("| %s | %d | %s | %.2f | %s | - | %s | - |" % (key[0], key[1], "%.2f" % o if o else "n/a", a["auto"], ratio, chosen.get(key, "?")))
-        rows += 1
-        continue
-    fast = min(real, key=real.get)
+    rows += 1
     pick = chosen.get(key, "?")
-    ok = pick == fast
-    points += 1
-    hits += ok
-    # within the noise: the pick's median is no slower than the fastest's
-    # slowest round
-    near += ok or (pick in real and real[pick] <= max(rounds.get(key + (fast,), [real[fast]])))
+    fastest = verdict = "-"  # ALGOS=auto: the selector's choice alone
+    if real:
+        fast = min(real, key=real.get)
+        ok = pick == fast
+        points += 1
+        hits += ok
+        # within the noise: the pick's median is no slower than the fastest's
+        # slowest round
+        near += ok or (pick in real and real[pick] <= max(rounds.get(key + (fast,), [real[fast]])))
+        fastest, verdict = "%s (%.2f)" % (fast, real[fast]), "yes" if ok else "no"
     o = ompi.get(key)
     ratio = "%.2f" % (a["auto"] / o) if o else "n/a"
-    print("| %s | %d | %s | %.2f | %s | %s (%.2f) | %s | %s |" % (
-        key[0], key[1], "%.2f" % o if o else "n/a", a["auto"], ratio, fast, real[fast], pick, "yes" if ok else "no"))
+    print("| %s | %d | %s | %.2f | %s | %s | %s | %s |" % (
+        key[0], key[1], "%.2f" % o if o else "n/a", a["auto"], ratio, fastest, pick, verdict))
 missing = sorted(k for k in ompi if k not in algos)
 if missing:
     print("\nOpen MPI points collbench did not run: %s" % ", ".join("%s/%d" % k for k in missing))
