@@ -323,11 +323,12 @@ func newComm(devs []nic.Device, ownDev bool, rank int, macs [][]net.HardwareAddr
 	if !cfg.recvDepthSet {
 		cfg.recvDepth = scaledRecvDepth(cfg.recvDepth, size, envLen+cfg.eagerLimit)
 	}
+	slot := envLen + cfg.eagerLimit
 	c := &Comm{endpoint: &endpoint{cfg: cfg, tables: newAlgoTables(), rank: rank, size: size, dev: dev, devs: devs, ownDev: ownDev, epoch: time.Now(),
 		peers: make([]*peer, size), posted: make([]rlist, size), unexp: make([]ulist, size),
 		sendIDs: make(map[uint32]*Request), recvIDs: make(map[uint32]*Request),
-		slot: envLen + cfg.eagerLimit, qdepth: cfg.recvDepth + maxChunks + 4,
-		tmp: newTmpPool(envLen+cfg.eagerLimit, max(4*int64(envLen+cfg.eagerLimit), cfg.unexpectedLimit/8))},
+		slot: slot, qdepth: cfg.recvDepth + maxChunks + 4,
+		tmp: newTmpPool(slot, max(4*int64(slot), cfg.unexpectedLimit/8))},
 		crank: rank, csize: size, pctx: ctxWorld, cctx: ctxWorldColl}
 	c.world = c
 	// With more ranks than CPUs, a call's own goroutine blocks without

@@ -15,8 +15,8 @@ import "math/bits"
 // stream allocates nothing; what a burst leaves beyond that goes to the
 // garbage collector.
 type tmpPool struct {
-	free [][][]byte // by class
-	max  int        // the largest copy, the last class's size
+	free [][][]byte // by class: minTmp<<k bytes, the last class max
+	max  int        // the largest copy
 	kept int64      // bytes in free
 	keep int64      // the bound on kept
 }
@@ -25,37 +25,37 @@ type tmpPool struct {
 const minTmp = 256
 
 func newTmpPool(max int, keep int64) tmpPool {
-	return tmpPool{free: make([][][]byte, tmpClass(max, max)+1), max: max, keep: keep}
+	return tmpPool{free: make([][][]byte, powerClass(max)+1), max: max, keep: keep}
 }
 
-// tmpClass is the class of a copy of n bytes (n <= max).
-func tmpClass(n, max int) int {
+// powerClass is the power-of-two class of n bytes, minTmp<<k >= n.
+func powerClass(n int) int {
 	if n <= minTmp {
 		return 0
 	}
-	k := bits.Len(uint(n-1)) - bits.Len(minTmp-1)
-	if k > bits.Len(uint(max-1))-bits.Len(minTmp-1) {
-		k = bits.Len(uint(max-1)) - bits.Len(minTmp-1)
-	}
-	return k
+	return bits.Len(uint(n-1)) - bits.Len(minTmp-1)
 }
+
+// class is the class of a copy of n bytes (n <= p.max).
+func (p *tmpPool) class(n int) int { return min(powerClass(n), len(p.free)-1) }
+
+// classSize is the capacity of class k's buffers.
+func (p *tmpPool) classSize(k int) int { return min(minTmp<<k, max(p.max, minTmp)) }
 
 // size is the capacity of the buffer get(n) returns: what a copy of n
 // bytes costs against the unexpected limit.
-func (p *tmpPool) size(n int) int {
-	return min(minTmp<<tmpClass(n, p.max), max(p.max, minTmp))
-}
+func (p *tmpPool) size(n int) int { return p.classSize(p.class(n)) }
 
 // get returns a buffer of n bytes (n <= p.max) whose capacity is size(n).
 func (p *tmpPool) get(n int) []byte {
-	k := tmpClass(n, p.max)
+	k := p.class(n)
 	if l := p.free[k]; len(l) > 0 {
 		b := l[len(l)-1]
 		p.free[k] = l[:len(l)-1]
 		p.kept -= int64(cap(b))
 		return b[:n]
 	}
-	return make([]byte, n, p.size(n))
+	return make([]byte, n, p.classSize(k))
 }
 
 // put takes back a buffer get returned.
@@ -64,8 +64,8 @@ func (p *tmpPool) put(b []byte) {
 	if c == 0 || p.kept+int64(c) > p.keep {
 		return
 	}
-	k := tmpClass(c, p.max)
-	if p.size(c) != c { // not one of ours
+	k := p.class(c)
+	if p.classSize(k) != c { // not one of ours
 		return
 	}
 	p.free[k] = append(p.free[k], b[:c])
