@@ -158,22 +158,11 @@ func (b *Bond) quietRound(round uint64) bool {
 	if b.loud.Load() != 0 || round%quietProgressEvery == 0 {
 		return false
 	}
-	if b.noted() { // a rail completion queued since the last round: VIs look
+	if wake.Take(b.note) { // a rail completion queued since the last round: VIs look
 		return false
 	}
 	b.pollQuiet(b.firstRails.Load(), round)
-	return !b.noted()
-}
-
-// noted takes the bond's note, reporting whether a rail completion came
-// since the last look.
-func (b *Bond) noted() bool {
-	select {
-	case <-b.note:
-		return true
-	default:
-		return false
-	}
+	return !wake.Take(b.note)
 }
 
 // pollQuiet polls in CQ round round what quiet VIs owe their rails: the

@@ -12,3 +12,14 @@ func Signal(c chan struct{}) {
 	default:
 	}
 }
+
+// Take consumes a signal pending on c without blocking and reports
+// whether there was one.
+func Take(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

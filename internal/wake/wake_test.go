@@ -20,3 +20,14 @@ func TestSignal(t *testing.T) {
 		t.Fatalf("%v allocations per Signal", n)
 	}
 }
+
+func TestTake(t *testing.T) {
+	c := make(chan struct{}, 1)
+	if Take(c) {
+		t.Fatal("took a signal nobody sent")
+	}
+	Signal(c)
+	if !Take(c) || Take(c) {
+		t.Fatal("one signal was not taken exactly once")
+	}
+}
