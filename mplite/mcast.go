@@ -622,10 +622,12 @@ func (m *mcastEP) drain(port *vi.DatagramPort, g *mcGroup, fromStash bool, hd mc
 				continue
 			}
 			e.age++
-			if !parseMcHdr(e.b[:e.n], h) || e.age > 16 || h.group == g.id && int32(h.op-g.op) < 0 {
-				if e.age > 16 {
-					m.count(&m.stats.Dropped, 1)
-				}
+			if e.age > 16 { // its operation never came
+				m.count(&m.stats.Dropped, 1)
+				e.n = 0
+				continue
+			}
+			if !parseMcHdr(e.b[:e.n], h) || h.group == g.id && int32(h.op-g.op) < 0 {
 				e.n = 0
 				continue
 			}
