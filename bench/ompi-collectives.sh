@@ -74,6 +74,10 @@ rate_bytes() {
 		printf "%.0f\n", v * m / 8 }'
 }
 
+command -v mpicc.openmpi >/dev/null && command -v mpirun.openmpi >/dev/null || {
+	echo "ompi-collectives.sh: Open MPI is not installed: apt-get install -y openmpi-bin libopenmpi-dev" >&2
+	exit 1
+}
 mpicc.openmpi -O2 -o "$work/ompi_coll" "$here/ompi_coll.c"
 
 newns() {
