@@ -13,17 +13,15 @@ import (
 // which the root may run at most ahead of now (mcastAhead, or two frames
 // on a line so slow that one frame takes longer), and at most as far
 // behind: a sender that was off the CPU makes up that much of the time it
-// lost. A switch port's queue absorbs the catch-up (the testbed's holds 50
-// ms). Without it a rank that shares its CPU lost every slot it was away
-// for: 16 ranks on 2 CPUs at 100 Mbit/s, each paced at a fifteenth of the
-// line, took 96 ms for a 64 KiB multicast Allgather (wire minimum 78.6),
-// 88 with it; 1 MiB 1 414 -> 1 354 ms.
+// lost, which a switch port's queue absorbs; clamped to the present, a rank
+// sharing its CPU lost every slot it was away for (docs/design-notes.md,
+// Multicast: 16 ranks' 64 KiB Allgather 96 -> 88 ms).
 type mcPacer struct {
 	byteTime time.Duration // per byte on the line; 0: unpaced
 	over     int           // a frame's bytes beyond its payload
 	full     time.Duration // a full frame's time on the line
 	ahead    time.Duration // how far due may run ahead of now
-	behind   time.Duration // how far due may lag now
+	behind   time.Duration // how far due may lag now (newPacer: ahead)
 	due      time.Time     // when the line will have carried what was sent
 }
 

@@ -26,7 +26,7 @@ func TestPacerMakesUpLostTime(t *testing.T) {
 	before := time.Now()
 	p.sent(frame, 1)
 	if lag := before.Sub(p.due); lag > p.behind {
-		t.Fatalf("after a long absence the clock lags %v, want at most behind (%v) less a frame", lag, p.behind)
+		t.Fatalf("after a long absence the clock lags %v, want at most behind (%v)", lag, p.behind)
 	}
 	if got := p.room(); got != 4 {
 		t.Fatalf("after one frame of five: room %d, want 4", got)
