@@ -466,14 +466,16 @@ func TestCollectives(t *testing.T) {
 }
 
 // TestCollectivesPhasedSched runs Alltoallv's phased algorithm with the
-// greedy scheduler too, and above and below a raised threshold.
+// greedy scheduler too, above and below a raised threshold, and with
+// blocks on both sides of the size from which phases are separated by
+// barriers rather than ready messages (128 KiB).
 func TestCollectivesPhasedSched(t *testing.T) {
 	noErrors(t, collWorld(t, 5, 30*time.Second, []mplite.Option{mplite.WithPhasedThreshold(100, true)},
 		func(c *mplite.Comm) error {
 			if err := c.SetScheduler(cc.SchedGreedy); err != nil {
 				return err
 			}
-			return runCollsWith(c, []int{0, 50, 300, 20000}, []string{"alltoall", "alltoallv"}, nil)
+			return runCollsWith(c, []int{0, 50, 300, 20000, 130 << 10}, []string{"alltoall", "alltoallv"}, nil)
 		}))
 }
 

@@ -18,15 +18,28 @@ func (c *Comm) alltoallPhased(send, recv []byte) error {
 	if m < c.phasedThreshold() {
 		return c.alltoallvLinear(send, counts, displs, recv, counts, displs)
 	}
-	return c.runPhases(cc.AllToAllPhases(n), send, counts, displs, recv, counts, displs)
+	return c.runPhases(cc.AllToAllPhases(n), m < readyPhasesBelow, send, counts, displs, recv, counts, displs)
 }
 
+// readyPhasesBelow: a phased exchange whose largest message is shorter
+// than this starts each phase's messages when their receivers say they are
+// ready (runSchedPhase), longer ones after a barrier between phases.
+// Interleaved against the barrier on every phase, 16 ranks at 100 Mbit/s:
+// 16 KiB blocks 1.04x faster, 64 KiB 1.03-1.05x, 256 KiB 1.01x, 1 MiB
+// 0.96x; 8 ranks, 64 KiB level, 1 MiB 0.89x (2026-12-02).
+const readyPhasesBelow = 128 << 10
+
 // runPhases moves the blocks of a (v) all-to-all phase by phase, with a
-// barrier between phases. Self-messages are copied first.
-func (c *Comm) runPhases(phases []cc.Phase, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
+// barrier between phases or, if ready, each member's part of a phase run
+// as a compiled schedule's. Every member must pass the same ready.
+// Self-messages are copied first.
+func (c *Comm) runPhases(phases []cc.Phase, ready bool, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
 	me := c.crank
 	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
 		return err
+	}
+	if ready {
+		return c.runReadyPhases(phases, send, scounts, sdispls, recv, rcounts, rdispls)
 	}
 	x := c.newXfer()
 	for k, p := range phases {
@@ -100,7 +113,34 @@ func (c *Comm) alltoallvPhased(send []byte, scounts, sdispls []int, recv []byte,
 			return fmt.Errorf("rank %d sends %d bytes where %d are expected", i, got, rcounts[i])
 		}
 	}
-	return c.runPhases(phases, send, scounts, sdispls, recv, rcounts, rdispls)
+	largest := 0
+	for _, m := range msgs {
+		largest = max(largest, m.Size)
+	}
+	return c.runPhases(phases, largest < readyPhasesBelow, send, scounts, sdispls, recv, rcounts, rdispls)
+}
+
+// runReadyPhases is runPhases without barriers; empty messages are not
+// sent.
+func (c *Comm) runReadyPhases(phases []cc.Phase, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
+	me := c.crank
+	data, ready := c.newXfer(), c.newXfer()
+	var buf [4]cc.Op
+	for k, p := range phases {
+		ops := buf[:0]
+		for _, m := range p {
+			switch {
+			case m.Src == me && m.Dst != me:
+				ops = append(ops, cc.Op{Phase: k, Peer: m.Dst, Size: scounts[m.Dst], Send: true})
+			case m.Dst == me && m.Src != me:
+				ops = append(ops, cc.Op{Phase: k, Peer: m.Src, Size: rcounts[m.Src]})
+			}
+		}
+		if err := c.runSchedPhase(ops, data, ready, send, sdispls, recv, rdispls); err != nil {
+			return fmt.Errorf("phase %d: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // Tags of the scheduled Alltoallv on the collective context.
