@@ -25,7 +25,7 @@ func (c *Comm) alltoallPhased(send, recv []byte) error {
 // than this starts each phase's messages when their receivers say they are
 // ready (runSchedPhase), longer ones after a barrier between phases.
 // Interleaved against the barrier on every phase, 16 ranks at 100 Mbit/s:
-// 16 KiB blocks 1.04x faster, 64 KiB 1.03-1.05x, 256 KiB 1.01x, 1 MiB
+// 16 KiB blocks 1.04-1.08x faster, 64 KiB 1.01-1.05x, 256 KiB 1.01x, 1 MiB
 // 0.96x; 8 ranks, 64 KiB level, 1 MiB 0.89x (2026-12-02).
 const readyPhasesBelow = 128 << 10
 
