@@ -42,10 +42,11 @@ go build -o "$OUT/collbench" ./cmd/collbench
 	"$OUT/collbench" -colls "$COLL" -sizes "$SIZE" -algos "$ALGO" -secs "$SECS" >"$OUT/run.out" 2>"$OUT/run.err" &
 run=$!
 
-# The switch's namespace is named after mprun's pid (testbed.Cluster): wait for it.
+# The switch's namespace is named after mprun's pid: ev, the run label of ETHERVIA_RUN if any
+# (testbed.Prefix), -mprun-PID-..., -sw0. Wait for it.
 sw=
 for _ in $(seq 200); do
-	sw=$(ip netns list | awk -v p="ev-mprun-$run-" 'index($1, p) == 1 && $1 ~ /-sw0$/ {print $1; exit}')
+	sw=$(ip netns list | awk -v p="-mprun-$run-" 'index($1, p) > 0 && $1 ~ /^ev[a-z0-9]*-/ && $1 ~ /-sw0$/ {print $1; exit}')
 	[ -n "$sw" ] && break
 	sleep 0.05
 done
