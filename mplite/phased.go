@@ -34,13 +34,13 @@ const readyPhasesBelow = 128 << 10
 // as a compiled schedule's. Every member must pass the same ready.
 // Self-messages are copied first.
 func (c *Comm) runPhases(phases []cc.Phase, ready bool, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	me := c.crank
 	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
 		return err
 	}
 	if ready {
 		return c.runReadyPhases(phases, send, scounts, sdispls, recv, rcounts, rdispls)
 	}
+	me := c.crank
 	x := c.newXfer()
 	for k, p := range phases {
 		if k > 0 {
