@@ -336,6 +336,34 @@ func TestLineBinds(t *testing.T) {
 	}
 }
 
+// lineClocked tells a line's steady arrivals from the CPUs' bursts, with
+// quartiles measured on this testbed (microseconds).
+func TestLineClocked(t *testing.T) {
+	us := func(v ...int) []time.Duration {
+		var g []time.Duration
+		for _, x := range v {
+			g = append(g, time.Duration(x)*time.Microsecond)
+		}
+		return g
+	}
+	for _, tc := range []struct {
+		name string
+		gaps []time.Duration
+		want bool
+	}{
+		{"100 Mbit/s", us(2783, 2830, 2854, 2873, 2941, 2830, 2850, 2860), true},
+		{"1 Gbit/s", us(16, 266, 287, 308, 620, 270, 290, 300), true},
+		{"unlimited veth", us(32, 58, 73, 85, 199, 60, 75, 84), false},
+		{"stalled veth", us(11, 19, 43, 86, 4708, 20, 40, 90), false},
+		{"a burst", us(0, 0, 0, 0, 0, 0, 0, 900), false},
+		{"too few", us(100, 100, 100), false},
+	} {
+		if got := lineClocked(tc.gaps); got != tc.want {
+			t.Errorf("%s: lineClocked = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestEndpointFromEnv: the endpoint and the number of ranks sharing the
 // host's NICs, from each launcher's variables.
 func TestEndpointFromEnv(t *testing.T) {

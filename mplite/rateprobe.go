@@ -3,6 +3,7 @@ package mplite
 import (
 	"encoding/binary"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -37,6 +38,30 @@ const probeRuns = 3
 // whose 64 KiB ping-pong already waits for the line in part.
 const lineBindsFactor = 1.5
 
+// clockSpread: a stream is clocked by a line when the interquartile range
+// of its messages' inter-arrival times is under this share of their
+// median. A line serialises every message in the same time: at 100 Mbit/s
+// the second half's gaps spread 1-2 % and at 1 Gbit/s 8-15 %, while over
+// an unlimited veth they spread 35-540 % (2026-12-02, idle and with a third
+// process spinning on one of the two CPUs). A stream the CPUs stall is
+// irregular too; that errs towards no line, the default cost model. The
+// ratio to t_c alone once passed a stall-slowed veth stream for a line
+// (CI, 3.06 Gbit/s).
+const clockSpread = 0.25
+
+// lineClocked reports whether inter-arrival gaps come at a line's steady
+// pace rather than in the CPUs' bursts and stalls. It sorts gaps.
+func lineClocked(gaps []time.Duration) bool {
+	if len(gaps) < 4 {
+		return false
+	}
+	slices.Sort(gaps)
+	n := len(gaps)
+	med := gaps[n/2]
+	iqr := gaps[3*n/4] - gaps[n/4]
+	return med > 0 && float64(iqr) < clockSpread*float64(med)
+}
+
 // lineBinds reports whether a measured stream rate (payload bytes per
 // second) is a line's rather than the CPUs': the line is then the one
 // rate worth telling the cost model.
@@ -45,8 +70,8 @@ func lineBinds(bytesPerSec, tc float64) bool {
 }
 
 // probeRate runs the stream between ranks 0 and 1 (the only callers) and
-// returns, on both, the payload rate rank 1 received at, in bytes per
-// second.
+// returns, on both, the payload rate rank 1 received the second half at,
+// in bytes per second, or 0 when that half was not clocked by a line.
 func (c *Comm) probeRate(x *xfer) (float64, error) {
 	var rb [8]byte
 	if c.rank == 0 {
@@ -73,18 +98,21 @@ func (c *Comm) probeRate(x *xfer) (float64, error) {
 			return 0, err
 		}
 	}
-	var mid time.Time
+	var arrived [probeMsgs]time.Time
 	for i := range probeMsgs {
 		if err := x.waitOne(i); err != nil {
 			_ = x.wait()
 			return 0, err
 		}
-		if i == probeMsgs/2-1 {
-			mid = time.Now()
-		}
+		arrived[i] = time.Now()
+	}
+	half := arrived[probeMsgs/2-1:]
+	var gaps [probeMsgs / 2]time.Duration
+	for i := range gaps {
+		gaps[i] = half[i+1].Sub(half[i])
 	}
 	rate := 0.0
-	if dt := time.Since(mid).Seconds(); dt > 0 {
+	if dt := half[len(half)-1].Sub(half[0]).Seconds(); dt > 0 && lineClocked(gaps[:]) {
 		rate = float64(probeMsgs/2*probeMsg) / dt
 	}
 	binary.LittleEndian.PutUint64(rb[:], math.Float64bits(rate))

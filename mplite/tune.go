@@ -443,8 +443,9 @@ func (c *Comm) measure() (Tuning, error) {
 		binary.LittleEndian.PutUint64(res[:], math.Float64bits(t.Ts))
 		binary.LittleEndian.PutUint64(res[8:], math.Float64bits(t.Tc))
 		if c.cfg.tuning.Rate == 0 && !c.cfg.osYield {
-			// The fastest of probeRuns streams: a line caps every one,
-			// while a stall of either rank (a busy CPU) only slows one.
+			// The fastest of probeRuns line-clocked streams: a line caps
+			// every one, while a stall of either rank (a busy CPU) only
+			// slows one, and unsettles its clock.
 			rate := 0.0
 			for range probeRuns {
 				r, err := c.probeRate(x)
