@@ -330,6 +330,20 @@ func TestFinishesFirst(t *testing.T) {
 	}
 }
 
+// TestPiecesAhead: a rail whose pieces are at the floor holds floorAhead
+// of them, and one above it two.
+func TestPiecesAhead(t *testing.T) {
+	slow := &rail{live: true, rate: 0.0125, slots: make([]slot, 16)} // 100 Mbit/s: 25 KB in pieceTime
+	fast := &rail{live: true, rate: 0.0625, slots: make([]slot, 16)} // 500 Mbit/s: 125 KB
+	v := &VI{b: &Bond{opts: Options{RDMAPiece: 256 << 10}}, rails: []*rail{slow, fast}}
+	if got := v.piecesAhead(0); got != floorAhead {
+		t.Errorf("a rail at the floor holds %d pieces, want %d", got, floorAhead)
+	}
+	if got := v.piecesAhead(1); got != 2 {
+		t.Errorf("a rail above the floor holds %d pieces, want 2", got)
+	}
+}
+
 // TestSmallRail: a one-block message goes on the first live rail while its
 // queue drains within smallQueue, even if another rail is idle, and to the
 // rail that finishes it first once that queue is longer.
