@@ -17,7 +17,8 @@
 # (1: the rate shapes what hosts send too, mprun -duplex and ompi-collectives.sh's DUPLEX),
 # SYNC (1: every call timed alone after an untimed barrier, collbench -sync and
 # ompi-collectives.sh's SYNC; default back-to-back calls), DRIVER (afxdp: its polls are memory reads, where AF_PACKET's are system calls),
-# TUNE (collbench -tune: "measure" or a tuning file; default the built-in model),
+# TUNE (collbench -tune: "measure" or a tuning file; default the built-in model), AUTH (1; 0 runs
+# mprun -auth=false, unauthenticated frames on a trusted fabric, as Open MPI's TCP),
 # COLLS (bcast,allgather,alltoall,allreduce), SIZES (1,1024,65536,1048576), ALGOS (collbench
 # -algos: all, to find the fastest; auto times only the selector's choice, which at 16 ranks and
 # 1 MiB saves most of the sitting, and leaves the fastest-algorithm columns empty),
@@ -35,6 +36,7 @@ DUPLEX=${DUPLEX:-0}
 SYNC=${SYNC:-0}
 DRIVER=${DRIVER:-afxdp}
 TUNE=${TUNE:-}
+AUTH=${AUTH:-1}
 COLLS=${COLLS:-bcast,allgather,alltoall,allreduce}
 SIZES=${SIZES:-1,1024,65536,1048576}
 ALGOS=${ALGOS:-all}
@@ -64,6 +66,7 @@ sync=()
 rate=()
 [ -n "$RATE" ] && rate=(-rate "$RATE")
 [ "$DUPLEX" = 1 ] && rate+=(-duplex)
+[ "$AUTH" = 0 ] && rate+=(-auth=false)
 "$OUT/mprun" -np "$NP" -mtu "$MTU" "${rate[@]}" -driver "$DRIVER" -timeout 30m -- \
 	"$OUT/collbench" -colls "$COLLS" -sizes "$SIZES" -algos "$ALGOS" -secs "$(python3 -c "print($SECS*$ROUNDS)")" -rounds "$ROUNDS" "${tune[@]}" "${sync[@]}" \
 	>"$OUT/ours.out" 2>"$OUT/ours.err" || {

@@ -331,16 +331,25 @@ func TestFinishesFirst(t *testing.T) {
 }
 
 // TestPiecesAhead: a rail whose pieces are at the floor holds floorAhead
-// of them, and one above it two.
+// of them beside a faster rail, and two when every rail is at the floor or
+// the faster one is down; a rail above the floor holds two.
 func TestPiecesAhead(t *testing.T) {
 	slow := &rail{live: true, rate: 0.0125, slots: make([]slot, 16)} // 100 Mbit/s: 25 KB in pieceTime
 	fast := &rail{live: true, rate: 0.0625, slots: make([]slot, 16)} // 500 Mbit/s: 125 KB
 	v := &VI{b: &Bond{opts: Options{RDMAPiece: 256 << 10}}, rails: []*rail{slow, fast}}
-	if got := v.piecesAhead(0); got != floorAhead {
-		t.Errorf("a rail at the floor holds %d pieces, want %d", got, floorAhead)
+	if got := v.piecesAhead(0); got != floorAhead || floorAhead <= 2 {
+		t.Errorf("a rail at the floor beside a faster one holds %d pieces, want %d (> 2)", got, floorAhead)
 	}
 	if got := v.piecesAhead(1); got != 2 {
 		t.Errorf("a rail above the floor holds %d pieces, want 2", got)
+	}
+	fast.failed = true
+	if got := v.piecesAhead(0); got != 2 {
+		t.Errorf("beside a failed fast rail, a floor rail holds %d pieces, want 2", got)
+	}
+	fast.failed, fast.rate = false, 0.0125
+	if got := v.piecesAhead(0); got != 2 {
+		t.Errorf("with every rail at the floor, a rail holds %d pieces, want 2", got)
 	}
 }
 

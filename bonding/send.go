@@ -337,23 +337,30 @@ func (v *VI) piece(r int) int {
 }
 
 // piecesAhead is how many of a write's pieces rail r may hold in flight:
-// two, or floorAhead while its pieces are at the minPiece floor.
+// two, or floorAhead while its pieces are at the minPiece floor and another
+// live rail's are not.
 func (v *VI) piecesAhead(r int) int {
-	if v.piece(r) <= minPiece {
-		return floorAhead
+	if v.piece(r) > minPiece {
+		return 2
+	}
+	for s, rl := range v.rails {
+		if s != r && rl.live && !rl.failed && v.piece(s) > minPiece {
+			return floorAhead
+		}
 	}
 	return 2
 }
 
-// floorAhead: a rail whose measured rate puts its pieces at the floor holds
-// four of them. A rail starved behind a faster one's posts measures its
-// rate low, and two floor pieces (2 ms of a 250 Mbit/s line) drained before
-// the sender came back from the other rail's posts (0.1-3.4 ms), which kept
-// it starved. With four, 250 + 500 Mbit/s rails carried 654 Mbit/s against
-// 634 (eight interleaved rounds, 2026-12-02); equal rails and the bonded
-// collectives at 100 Mbit/s, whose pieces are all at the floor, measured
-// the same. Two ahead on every rail stays the rule above the floor: three
-// cost four 250 Mbit/s rails 3 %.
+// floorAhead: a rail at the piece floor beside a faster one holds four
+// pieces. Posting a piece transmits it, so the slow rail waits for the
+// sender between the fast rail's longer posts (0.5-0.9 ms each); starved,
+// it measures its rate low, and two floor pieces (2 ms of a 250 Mbit/s
+// line) drained before the sender came back (0.1-3.4 ms), which kept it
+// starved. With four, 250 + 500 Mbit/s rails carried 654 Mbit/s against
+// 634 (eight interleaved rounds, 2026-12-02). Rails all at the floor (100
+// Mbit/s) keep two: what a rail holds is what a frame behind it waits at
+// the switch port. A third piece on every rail cost four 250 Mbit/s rails
+// 3 %.
 const floorAhead = 4
 
 // finishesFirst reports whether rail r, at its measured rate and behind
