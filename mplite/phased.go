@@ -26,7 +26,12 @@ func (c *Comm) alltoallPhased(send, recv []byte) error {
 // ready (runSchedPhase), longer ones after a barrier between phases.
 // Interleaved against the barrier on every phase, 16 ranks at 100 Mbit/s:
 // 16 KiB blocks 1.04-1.08x faster, 64 KiB 1.01-1.05x, 256 KiB 1.01x, 1 MiB
-// 0.96x; 8 ranks, 64 KiB level, 1 MiB 0.89x (2026-12-02).
+// 0.96x; 8 ranks, 64 KiB level, 1 MiB 0.89x (2026-12-02). AlltoallvSchedule
+// (Levels 2 and 3) follows the same rule: its 1 MiB exchange took 735 ms
+// on 8 ranks with ready messages and 651-660 with barriers, 16 ranks
+// 1 493-1 510 and 1 429-1 433 (2026-12-02, eighteenth session). Why is
+// not measured; a ready message crosses a switch port that may be taking
+// in a window (4 ms) of another phase's bulk data.
 const readyPhasesBelow = 128 << 10
 
 // runPhases moves the blocks of a (v) all-to-all phase by phase, with a
@@ -184,6 +189,8 @@ func (c *Comm) AlltoallvPattern(pattern []cc.Msg, send []byte, scounts, sdispls 
 // message and no log n rounds, and members whose phases do not depend on
 // each other are not held back. Phases with several messages per member
 // (the scheduler's last phase of small messages) send them all at once.
+// A schedule whose longest message is readyPhasesBelow or more has a
+// barrier between phases instead, as the other phased exchanges do.
 func (c *Comm) AlltoallvSchedule(s *cc.Schedule, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
 	if err := c.enter(collAlltoallv); err != nil {
 		return err
@@ -213,6 +220,10 @@ func (c *Comm) alltoallvSchedule(s *cc.Schedule, send []byte, scounts, sdispls [
 	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
 		return err
 	}
+	if s.Largest() >= readyPhasesBelow {
+		// Every member holds the same schedule, so all take this path.
+		return c.runOpsBarriers(ops, s.NumPhases(), send, sdispls, recv, rdispls)
+	}
 	data, ready := c.newXfer(), c.newXfer()
 	for i := 0; i < len(ops); {
 		j := i
@@ -221,6 +232,46 @@ func (c *Comm) alltoallvSchedule(s *cc.Schedule, send []byte, scounts, sdispls [
 		}
 		if err := c.runSchedPhase(ops[i:j], data, ready, send, sdispls, recv, rdispls); err != nil {
 			return fmt.Errorf("phase %d: %w", ops[i].Phase, err)
+		}
+		i = j
+	}
+	return nil
+}
+
+// runOpsBarriers runs a member's part of a schedule of phases phases with
+// a barrier between phases, as runPhases does for long blocks: every
+// member takes part in every barrier, with messages in a phase or not.
+func (c *Comm) runOpsBarriers(ops []cc.Op, phases int, send []byte, sdispls []int, recv []byte, rdispls []int) error {
+	x := c.newXfer()
+	i := 0
+	for k := range phases {
+		if k > 0 {
+			if err := c.barrierColl(); err != nil {
+				return fmt.Errorf("phase %d: %w", k, err)
+			}
+		}
+		j := i
+		for j < len(ops) && ops[j].Phase == k {
+			j++
+		}
+		for _, op := range ops[i:j] {
+			if !op.Send {
+				if err := x.recv(recv[rdispls[op.Peer]:rdispls[op.Peer]+op.Size], op.Peer, tagSchedData); err != nil {
+					_ = x.wait()
+					return fmt.Errorf("phase %d: %w", k, err)
+				}
+			}
+		}
+		for _, op := range ops[i:j] {
+			if op.Send {
+				if err := x.send(send[sdispls[op.Peer]:sdispls[op.Peer]+op.Size], op.Peer, tagSchedData); err != nil {
+					_ = x.wait()
+					return fmt.Errorf("phase %d: %w", k, err)
+				}
+			}
+		}
+		if err := x.wait(); err != nil {
+			return fmt.Errorf("phase %d: %w", k, err)
 		}
 		i = j
 	}

@@ -262,3 +262,65 @@ func TestAlltoallvScheduleReceiverReady(t *testing.T) {
 		return nil
 	}))
 }
+
+// TestAlltoallvScheduleLong: blocks past readyPhasesBelow run with a
+// barrier between phases at Levels 2 and 3 (a schedule compiled, and one
+// written and read back), over a lossy switch, byte for byte.
+func TestAlltoallvScheduleLong(t *testing.T) {
+	const n, s = 4, 130 << 10
+	var pattern []cc.Msg
+	for i := range n {
+		for j := range n {
+			pattern = append(pattern, cc.Msg{Src: i, Dst: j, Size: s})
+		}
+	}
+	compiled, err := cc.CompileSchedule(n, pattern, cc.SchedAllToAll, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if err := cc.WriteSchedule(&file, compiled); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := cc.ReadSchedule(&file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sch := range []*cc.Schedule{compiled, loaded} {
+		if sch.Largest() != s || sch.NumPhases() != n-1 {
+			t.Fatalf("schedule: largest %d, %d phases; want %d and %d", sch.Largest(), sch.NumPhases(), s, n-1)
+		}
+	}
+	opts := []mplite.Option{mplite.WithLocalFaults(5, memnic.Faults{Loss: 0.01, Reorder: 0.01})}
+	noErrors(t, collWorld(t, n, 60*time.Second, opts, func(c *mplite.Comm) error {
+		me := c.Rank()
+		counts, displs := make([]int, n), make([]int, n)
+		send := make([]byte, n*s)
+		for j := range n {
+			counts[j], displs[j] = s, j*s
+			copy(send[j*s:], gen(s, me*n+j, s))
+		}
+		for k, run := range []func(recv []byte) error{
+			func(recv []byte) error {
+				return c.AlltoallvSchedule(compiled, send, counts, displs, recv, counts, displs)
+			},
+			func(recv []byte) error {
+				return c.AlltoallvSchedule(loaded, send, counts, displs, recv, counts, displs)
+			},
+			func(recv []byte) error {
+				return c.AlltoallvPattern(pattern, send, counts, displs, recv, counts, displs)
+			},
+		} {
+			recv := make([]byte, n*s)
+			if err := run(recv); err != nil {
+				return fmt.Errorf("run %d: %w", k, err)
+			}
+			for i := range n {
+				if err := mismatch(fmt.Sprintf("run %d from %d", k, i), recv[i*s:(i+1)*s], gen(s, i*n+me, s)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+}

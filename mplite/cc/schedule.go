@@ -36,9 +36,10 @@ const scheduleMagic = "mplite-schedule 1"
 // messages, each ordered pair of ranks at most once, no self-messages.
 // It is immutable and may be shared by every rank (and goroutine).
 type Schedule struct {
-	n      int
-	phases []Phase
-	byRank [][]Op // each rank's part, in phase order
+	n       int
+	phases  []Phase
+	byRank  [][]Op // each rank's part, in phase order
+	largest int    // the longest message, in bytes
 }
 
 // Op is one rank's part in one message of a schedule.
@@ -79,6 +80,7 @@ func NewSchedule(n int, phases []Phase) (*Schedule, error) {
 				return nil, fmt.Errorf("mplite: schedule phase %d: message %d→%d already sent in phase %d", k, m.Src, m.Dst, prev)
 			}
 			seen[key] = k
+			s.largest = max(s.largest, m.Size)
 			s.byRank[m.Src] = append(s.byRank[m.Src], Op{Phase: k, Peer: m.Dst, Size: m.Size, Send: true})
 			s.byRank[m.Dst] = append(s.byRank[m.Dst], Op{Phase: k, Peer: m.Src, Size: m.Size})
 		}
@@ -136,6 +138,13 @@ func (s *Schedule) Ops(rank int) []Op {
 	}
 	return s.byRank[rank][:len(s.byRank[rank]):len(s.byRank[rank])]
 }
+
+// NumPhases is the number of phases.
+func (s *Schedule) NumPhases() int { return len(s.phases) }
+
+// Largest is the length in bytes of the schedule's longest message (0 for
+// a schedule without messages).
+func (s *Schedule) Largest() int { return s.largest }
 
 // Phases returns a copy of the schedule's phases.
 func (s *Schedule) Phases() []Phase {
