@@ -221,13 +221,7 @@ func TestAlltoallvScheduleReceiverReady(t *testing.T) {
 	noErrors(t, collWorld(t, n, 30*time.Second, nil, func(c *mplite.Comm) error {
 		me := c.Rank()
 		for _, s := range []int{100, mplite.DefaultEagerLimit + 1000} {
-			var pattern []cc.Msg
-			for i := range n {
-				for j := range n {
-					pattern = append(pattern, cc.Msg{Src: i, Dst: j, Size: s})
-				}
-			}
-			sch, err := cc.CompileSchedule(n, pattern, cc.SchedAllToAll, 0)
+			sch, err := cc.CompileSchedule(n, uniformPattern(n, s), cc.SchedAllToAll, 0)
 			if err != nil {
 				return err
 			}
@@ -268,12 +262,7 @@ func TestAlltoallvScheduleReceiverReady(t *testing.T) {
 // written and read back), over a lossy switch, byte for byte.
 func TestAlltoallvScheduleLong(t *testing.T) {
 	const n, s = 4, 130 << 10
-	var pattern []cc.Msg
-	for i := range n {
-		for j := range n {
-			pattern = append(pattern, cc.Msg{Src: i, Dst: j, Size: s})
-		}
-	}
+	pattern := uniformPattern(n, s)
 	compiled, err := cc.CompileSchedule(n, pattern, cc.SchedAllToAll, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -323,4 +312,16 @@ func TestAlltoallvScheduleLong(t *testing.T) {
 		}
 		return nil
 	}))
+}
+
+// uniformPattern is an all-to-all of s bytes from every rank to every
+// rank, self-messages included (schedules leave them out).
+func uniformPattern(n, s int) []cc.Msg {
+	var p []cc.Msg
+	for i := range n {
+		for j := range n {
+			p = append(p, cc.Msg{Src: i, Dst: j, Size: s})
+		}
+	}
+	return p
 }
