@@ -181,10 +181,10 @@ func (v *VI) nextWork(r int) (work, bool) {
 			return work{kind: kindData, pos: pos, off: off, n: n}, true
 		case st.rdma && st.rdmaNext < st.total:
 			// Rails pull an RDMA write's pieces as they drain, a few
-			// pieces ahead each (piecesAhead): a faster rail takes more, none sits idle
-			// while another still has a backlog, and as pieces last about
-			// pieceTime on any rail, the rails finish a write within about
-			// that of each other.
+			// pieces ahead each (piecesAhead): a faster rail takes more,
+			// none sits idle while another still has a backlog, and as
+			// pieces last about pieceTime on any rail, the rails finish a
+			// write within about that of each other.
 			// A write is cut into at least one piece per live rail, so
 			// that one shorter than two pieces is striped too.
 			live := v.liveRails()
