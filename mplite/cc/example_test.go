@@ -58,6 +58,7 @@ func ExampleCompileSchedule() {
 		fmt.Printf("rank 1, phase %d: send %v, peer %d, %d bytes\n", op.Phase, op.Send, op.Peer, op.Size)
 	}
 	fmt.Println(cc.CheckSchedule(pattern, s.Phases()))
+	fmt.Printf("%d phases, longest message %d bytes\n", s.NumPhases(), s.Largest())
 	// Output:
 	// phase 0 [{0 1 1048576} {2 3 100} {1 5 100}]
 	// phase 1 [{1 3 1048576} {0 2 10240} {2 1 100}]
@@ -66,6 +67,7 @@ func ExampleCompileSchedule() {
 	// rank 1, phase 1: send true, peer 3, 1048576 bytes
 	// rank 1, phase 1: send false, peer 2, 100 bytes
 	// <nil>
+	// 2 phases, longest message 1048576 bytes
 }
 
 // The all-to-all pattern's n-1 contention-free phases: in phase i-1 rank j
