@@ -165,9 +165,11 @@ type endpoint struct {
 	unconnected          int   // peers neither connected nor gone
 	awaiting             int   // peers in stAwaiting: checkAwaiting watches them
 	lastConnPoll         int64
-	timed                int   // waiters with a deadline (Finalize's drain)
-	timedBy              int64 // the earliest of their deadlines (c.nanos)
-	changed              bool  // something a waiter may care about happened
+	connRounds           uint64 // progress rounds with a peer unconnected (clockEvery)
+	connClock            bool   // the next such round looks at the clock: its caller blocked
+	timed                int    // waiters with a deadline (Finalize's drain)
+	timedBy              int64  // the earliest of their deadlines (c.nanos)
+	changed              bool   // something a waiter may care about happened
 	finalizing           bool
 	finalized            bool
 	stats                Stats
