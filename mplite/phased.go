@@ -34,46 +34,27 @@ func (c *Comm) alltoallPhased(send, recv []byte) error {
 // in a window (4 ms) of another phase's bulk data.
 const readyPhasesBelow = 128 << 10
 
-// runPhases moves the blocks of a (v) all-to-all phase by phase, with a
-// barrier between phases or, if ready, each member's part of a phase run
-// as a compiled schedule's. Every member must pass the same ready.
-// Self-messages are copied first.
+// runPhases moves the blocks of a (v) all-to-all phase by phase, as
+// runOps does with this member's part of phases. Every member must pass
+// the same ready. Self-messages are copied first.
 func (c *Comm) runPhases(phases []cc.Phase, ready bool, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
 	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
 		return err
 	}
-	if ready {
-		return c.runReadyPhases(phases, send, scounts, sdispls, recv, rcounts, rdispls)
-	}
 	me := c.crank
-	x := c.newXfer()
+	var buf [64]cc.Op
+	ops := buf[:0]
 	for k, p := range phases {
-		if k > 0 {
-			if err := c.barrierColl(); err != nil {
-				return err
-			}
-		}
 		for _, m := range p {
-			if m.Dst == me {
-				if err := x.recv(recv[rdispls[m.Src]:rdispls[m.Src]+rcounts[m.Src]], m.Src, 1000); err != nil {
-					_ = x.wait()
-					return err
-				}
+			switch {
+			case m.Src == me && m.Dst != me:
+				ops = append(ops, cc.Op{Phase: k, Peer: m.Dst, Size: scounts[m.Dst], Send: true})
+			case m.Dst == me && m.Src != me:
+				ops = append(ops, cc.Op{Phase: k, Peer: m.Src, Size: rcounts[m.Src]})
 			}
-		}
-		for _, m := range p {
-			if m.Src == me {
-				if err := x.send(send[sdispls[m.Dst]:sdispls[m.Dst]+scounts[m.Dst]], m.Dst, 1000); err != nil {
-					_ = x.wait()
-					return err
-				}
-			}
-		}
-		if err := x.wait(); err != nil {
-			return err
 		}
 	}
-	return nil
+	return c.runOps(ops, len(phases), ready, send, sdispls, recv, rdispls)
 }
 
 // alltoallvPhased is CC-MPI's Level 1: the pattern is gathered at run
@@ -123,29 +104,6 @@ func (c *Comm) alltoallvPhased(send []byte, scounts, sdispls []int, recv []byte,
 		largest = max(largest, m.Size)
 	}
 	return c.runPhases(phases, largest < readyPhasesBelow, send, scounts, sdispls, recv, rcounts, rdispls)
-}
-
-// runReadyPhases is runPhases without barriers; empty messages are not
-// sent.
-func (c *Comm) runReadyPhases(phases []cc.Phase, send []byte, scounts, sdispls []int, recv []byte, rcounts, rdispls []int) error {
-	me := c.crank
-	data, ready := c.newXfer(), c.newXfer()
-	var buf [4]cc.Op
-	for k, p := range phases {
-		ops := buf[:0]
-		for _, m := range p {
-			switch {
-			case m.Src == me && m.Dst != me:
-				ops = append(ops, cc.Op{Phase: k, Peer: m.Dst, Size: scounts[m.Dst], Send: true})
-			case m.Dst == me && m.Src != me:
-				ops = append(ops, cc.Op{Phase: k, Peer: m.Src, Size: rcounts[m.Src]})
-			}
-		}
-		if err := c.runSchedPhase(ops, data, ready, send, sdispls, recv, rdispls); err != nil {
-			return fmt.Errorf("phase %d: %w", k, err)
-		}
-	}
-	return nil
 }
 
 // Tags of the scheduled Alltoallv on the collective context.
@@ -220,62 +178,68 @@ func (c *Comm) alltoallvSchedule(s *cc.Schedule, send []byte, scounts, sdispls [
 	if err := c.selfCopy(send, scounts, sdispls, recv, rcounts, rdispls); err != nil {
 		return err
 	}
-	if s.Largest() >= readyPhasesBelow {
-		// Every member holds the same schedule, so all take this path.
-		return c.runOpsBarriers(ops, s.NumPhases(), send, sdispls, recv, rdispls)
+	// Every member holds the same schedule, so all make the same choice.
+	return c.runOps(ops, s.NumPhases(), s.Largest() < readyPhasesBelow, send, sdispls, recv, rdispls)
+}
+
+// runOps runs a member's part (ops, in phase order) of an exchange of
+// phases phases. With ready, each phase's messages start when their
+// receivers say they are ready (runSchedPhase), and a member without
+// messages in a phase skips it; otherwise a barrier separates the phases,
+// and every member takes part in every barrier.
+func (c *Comm) runOps(ops []cc.Op, phases int, ready bool, send []byte, sdispls []int, recv []byte, rdispls []int) error {
+	data := c.newXfer()
+	var readyX *xfer
+	if ready {
+		readyX = c.newXfer()
 	}
-	data, ready := c.newXfer(), c.newXfer()
-	for i := 0; i < len(ops); {
+	i := 0
+	for k := range phases {
 		j := i
-		for j < len(ops) && ops[j].Phase == ops[i].Phase {
+		for j < len(ops) && ops[j].Phase == k {
 			j++
 		}
-		if err := c.runSchedPhase(ops[i:j], data, ready, send, sdispls, recv, rdispls); err != nil {
-			return fmt.Errorf("phase %d: %w", ops[i].Phase, err)
+		var err error
+		if ready {
+			if j > i {
+				err = c.runSchedPhase(ops[i:j], data, readyX, send, sdispls, recv, rdispls)
+			}
+		} else {
+			if k > 0 {
+				err = c.barrierColl()
+			}
+			if err == nil {
+				err = exchangeOps(data, ops[i:j], send, sdispls, recv, rdispls)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("phase %d: %w", k, err)
 		}
 		i = j
 	}
 	return nil
 }
 
-// runOpsBarriers runs a member's part of a schedule of phases phases with
-// a barrier between phases, as runPhases does for long blocks: every
-// member takes part in every barrier, with messages in a phase or not.
-func (c *Comm) runOpsBarriers(ops []cc.Op, phases int, send []byte, sdispls []int, recv []byte, rdispls []int) error {
-	x := c.newXfer()
-	i := 0
-	for k := range phases {
-		if k > 0 {
-			if err := c.barrierColl(); err != nil {
-				return fmt.Errorf("phase %d: %w", k, err)
+// exchangeOps posts a phase's receives, then its sends, and waits for
+// them all.
+func exchangeOps(x *xfer, ops []cc.Op, send []byte, sdispls []int, recv []byte, rdispls []int) error {
+	for _, op := range ops {
+		if !op.Send {
+			if err := x.recv(recv[rdispls[op.Peer]:rdispls[op.Peer]+op.Size], op.Peer, tagSchedData); err != nil {
+				_ = x.wait()
+				return err
 			}
 		}
-		j := i
-		for j < len(ops) && ops[j].Phase == k {
-			j++
-		}
-		for _, op := range ops[i:j] {
-			if !op.Send {
-				if err := x.recv(recv[rdispls[op.Peer]:rdispls[op.Peer]+op.Size], op.Peer, tagSchedData); err != nil {
-					_ = x.wait()
-					return fmt.Errorf("phase %d: %w", k, err)
-				}
-			}
-		}
-		for _, op := range ops[i:j] {
-			if op.Send {
-				if err := x.send(send[sdispls[op.Peer]:sdispls[op.Peer]+op.Size], op.Peer, tagSchedData); err != nil {
-					_ = x.wait()
-					return fmt.Errorf("phase %d: %w", k, err)
-				}
-			}
-		}
-		if err := x.wait(); err != nil {
-			return fmt.Errorf("phase %d: %w", k, err)
-		}
-		i = j
 	}
-	return nil
+	for _, op := range ops {
+		if op.Send {
+			if err := x.send(send[sdispls[op.Peer]:sdispls[op.Peer]+op.Size], op.Peer, tagSchedData); err != nil {
+				_ = x.wait()
+				return err
+			}
+		}
+	}
+	return x.wait()
 }
 
 // checkOps checks a member's part of a schedule against its counts: each

@@ -230,16 +230,17 @@ func (c *Comm) progressFor(w waitCond) {
 		}
 	}
 	if c.unconnected > 0 {
+		// A spinning caller looks at the clock for them every
+		// clockEvery-th round; one that woke from a blocking wait
+		// (connClock) at once.
 		c.connRounds++
-	}
-	// A spinning caller looks at the clock for them every clockEvery-th
-	// round; one that woke from a blocking wait (connClock) at once.
-	if c.unconnected > 0 && (c.connClock || c.connRounds%clockEvery == 0) {
-		c.connClock = false
-		if now := c.nanos(); now-c.lastConnPoll >= connPollEvery {
-			c.lastConnPoll = now
-			c.pollConnRequests()
-			c.checkAwaiting(now)
+		if c.connClock || c.connRounds%clockEvery == 0 {
+			c.connClock = false
+			if now := c.nanos(); now-c.lastConnPoll >= connPollEvery {
+				c.lastConnPoll = now
+				c.pollConnRequests()
+				c.checkAwaiting(now)
+			}
 		}
 	}
 	c.afterProgress()
