@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ethervia/ethervia/descriptors"
+	"github.com/ethervia/ethervia/reliability"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -346,6 +347,20 @@ func (v *VI) Stats() VIStats {
 		s.Rails[i] = rl.stats
 		s.Rails[i].Live = rl.live
 		s.Rails[i].Rate = rl.rate * 1e9
+	}
+	return s
+}
+
+// TransportStats sums the reliability counters of the rails' current
+// connections: frames sent and resent, timeouts, acknowledgements.
+func (v *VI) TransportStats() reliability.Stats {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var s reliability.Stats
+	for _, rl := range v.rails {
+		if rl.v != nil {
+			s = s.Add(rl.v.Stats().Stats)
+		}
 	}
 	return s
 }

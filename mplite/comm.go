@@ -258,6 +258,13 @@ type Stats struct {
 	// them (nic.Stats.RxDropped: full receive rings, the kernel's own
 	// drops): what a rank that does not get a CPU in time loses.
 	DeviceDropped uint64
+	// Transport sums the reliability counters of the rank's connections
+	// over the network (every rail of a bonded one, and its lane): data
+	// frames sent and sent again, retransmission timeouts, stand-alone
+	// acknowledgements, duplicates. Connections through shared memory
+	// have none. A collective that runs slower than its frames' wire
+	// time shows here whether frames were lost.
+	Transport reliability.Stats
 }
 
 // NewComm builds the world communicator of rank over an opened device,
@@ -551,6 +558,7 @@ func (c *Comm) Stats() Stats {
 			f, r := p.v.railEvents()
 			s.RailFailures += f
 			s.RailReconnects += r
+			s.Transport = s.Transport.Add(p.v.transport())
 		}
 		if sl, ok := p.v.(*shmLink); ok {
 			s.SharedCopies += sl.filler.shared

@@ -15,6 +15,7 @@ import (
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/nic"
 	"github.com/ethervia/ethervia/rdma"
+	"github.com/ethervia/ethervia/reliability"
 	"github.com/ethervia/ethervia/vi"
 )
 
@@ -86,6 +87,9 @@ type link interface {
 	connect(ctx context.Context, macs []net.HardwareAddr, ep uint16) error
 	// railEvents counts the times a rail of the link died and came back.
 	railEvents() (failures, reconnects uint64)
+	// transport sums the reliability counters of the link's connections
+	// on the wire (none for a link through shared memory).
+	transport() reliability.Stats
 }
 
 // connRequest is a peer's request to connect.
@@ -228,6 +232,8 @@ type viLink struct{ *vi.VI }
 func (l viLink) id() int { return int(l.ID()) }
 
 func (l viLink) railEvents() (uint64, uint64) { return 0, 0 }
+
+func (l viLink) transport() reliability.Stats { return l.Stats().Stats }
 
 func (l viLink) raw() any { return l.VI }
 func (l viLink) connect(ctx context.Context, macs []net.HardwareAddr, ep uint16) error {
@@ -456,6 +462,15 @@ func (l *bondLink) railEvents() (failures, reconnects uint64) {
 		reconnects += rs.Reconnects
 	}
 	return failures, reconnects
+}
+
+// transport sums the rails' connections and the lane's.
+func (l *bondLink) transport() reliability.Stats {
+	s := l.TransportStats()
+	if l.lane != nil {
+		s = s.Add(l.lane.Stats().Stats)
+	}
+	return s
 }
 
 func (l *bondLink) raw() any { return l.VI }

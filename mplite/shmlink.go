@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethervia/ethervia/descriptors"
 	"github.com/ethervia/ethervia/rdma"
+	"github.com/ethervia/ethervia/reliability"
 	"github.com/ethervia/ethervia/shm"
 )
 
@@ -134,6 +135,8 @@ func (l *shmLink) Disconnect() error {
 func (l *shmLink) id() int                      { return -1 }
 func (l *shmLink) raw() any                     { return l }
 func (l *shmLink) railEvents() (uint64, uint64) { return 0, 0 }
+
+func (l *shmLink) transport() reliability.Stats { return reliability.Stats{} }
 
 func (l *shmLink) connect(context.Context, []net.HardwareAddr, uint16) error {
 	return errors.New("mplite: a shared-memory link is not connected through the fabric")

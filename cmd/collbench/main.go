@@ -77,6 +77,7 @@ type options struct {
 	warm   time.Duration // collectives run untimed before the first point
 	rounds int           // each point is timed this many times, algorithms interleaved
 	mstats bool          // print each rank's multicast counters at the end
+	lstats bool          // print each rank's transport counters at the end
 	sync   bool          // a barrier before every call, each call timed alone
 }
 
@@ -95,6 +96,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.warm, "warmup", time.Second, "run untimed allreduces this long before the first point (ranks that just started run several times slower for a while)")
 	fs.DurationVar(&o.stall, "stall", 10*time.Minute, "if one point (collective, algorithm, size) takes longer, print the goroutines and exit 3 (0: wait for ever)")
 	fs.BoolVar(&o.mstats, "mcast-stats", false, "print every rank's multicast counters (McastStats) on stderr at the end")
+	fs.BoolVar(&o.lstats, "link-stats", false, "print every rank's transport counters (Stats.Transport: frames sent and resent, timeouts, acknowledgements) on stderr at the end")
 	fs.StringVar(&o.tune, "tune", "", "cost-model parameters: measure, or a tuning file (default: MPLITE_TUNING or the built-in values)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -185,6 +187,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if o.mstats {
 		fmt.Fprintf(stderr, "mcast stats: %+v device drops: %d\n", c.McastStats(), c.Stats().DeviceDropped)
+	}
+	if o.lstats {
+		fmt.Fprintf(stderr, "link stats: %+v\n", c.Stats().Transport)
 	}
 	if ferr := c.Finalize(); ferr != nil && err == nil {
 		err = ferr
