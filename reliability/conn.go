@@ -209,8 +209,8 @@ type Completion struct {
 // addressing, sequence and acknowledgement fields.
 type Frag struct {
 	Kind   Kind
-	Flags  Flags // FlagFirst, FlagLast, FlagImm, FlagAckReq
-	Length int   // payload bytes, already written at HeaderLen
+	Flags  Flags // FlagFirst, FlagLast, FlagImm, FlagAckReq, FlagShort
+	Length int   // payload bytes, already written at PayloadOffset(Kind, Flags)
 	Msg    uint32
 	MsgLen uint32
 	Offset uint32
@@ -415,7 +415,8 @@ func (c *Conn) Room() int {
 }
 
 // NewFrame returns a buffer of FrameCap bytes for the next frame, or nil
-// when Room is zero. Write the payload at HeaderLen, then call Queue.
+// when Room is zero. Write the payload at PayloadOffset of the frame's kind
+// and flags, then call Queue.
 func (c *Conn) NewFrame() []byte {
 	if c.closed {
 		return nil
@@ -451,12 +452,12 @@ func (c *Conn) Queue(frame []byte, f *Frag) Seq {
 	h.Seq = c.nxt
 	h.Length = f.Length
 	h.Msg, h.MsgLen, h.Offset, h.Imm, h.RKey, h.RAddr = f.Msg, f.MsgLen, f.Offset, f.Imm, f.RKey, f.RAddr
-	put(frame, &h)
+	l := put(frame, &h)
 	seq := c.nxt
 	c.nxt++
 	if c.cfg.Level.Reliable() {
 		s := c.slot(seq)
-		s.n = HeaderLen + f.Length
+		s.n = l.payload + f.Length
 		s.flags = f.Flags
 		s.sacked, s.lost, s.tries, s.txn = false, false, 0, 0
 	} else {
@@ -984,8 +985,18 @@ func (c *Conn) acked(now Time) {
 func (c *Conn) emit(now Time, s *txSlot, extra Flags) []byte {
 	f, ack, sack := c.ackFields()
 	c.txn++
-	putAck(s.buf[:s.n], s.flags|extra|f, c.txn, ack, c.echo, sack, c.limit)
-	c.acked(now)
+	if sack != 0 && s.flags&FlagShort != 0 {
+		// No room for the bitmap, and Echo without it would make the peer
+		// presume lost what arrived out of order: a stand-alone
+		// acknowledgement follows at once and carries both.
+		putAck(s.buf[:s.n], s.flags|extra, c.txn, 0, 0, 0, c.limit)
+		c.advertised = c.limit
+		c.lastSent = now
+		c.ackNow = true
+	} else {
+		putAck(s.buf[:s.n], s.flags|extra|f, c.txn, ack, c.echo, sack, c.limit)
+		c.acked(now)
+	}
 	s.txn = c.txn
 	s.tries++
 	s.sentAt = now
@@ -993,7 +1004,7 @@ func (c *Conn) emit(now Time, s *txSlot, extra Flags) []byte {
 }
 
 func (c *Conn) emitUnreliable(now Time, b []byte) []byte {
-	n := HeaderLen + int(binary.BigEndian.Uint16(b[OffLength:]))
+	n := frameBytes(b)
 	putAck(b[:n], Flags(binary.BigEndian.Uint16(b[nic.OffFlags:])), 0, 0, 0, 0, c.limit)
 	c.acked(now)
 	return b[:n]

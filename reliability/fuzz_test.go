@@ -10,13 +10,24 @@ import (
 )
 
 func sampleFrame(kind Kind, flags Flags, payload []byte) []byte {
-	b := make([]byte, HeaderLen+len(payload))
-	copy(b[HeaderLen:], payload)
+	at := PayloadOffset(kind, flags)
+	b := make([]byte, at+len(payload))
+	copy(b[at:], payload)
 	h := Header{Dst: [6]byte{2, 0, 0, 0, 0, 2}, Src: [6]byte{2, 0, 0, 0, 0, 1}, EtherType: nic.DefaultEtherType,
 		Kind: kind, Flags: flags, JobKey: 9, DstVI: 2, SrcVI: 1, ConnID: 22, Seq: 100, Ack: 0xfffffff0,
 		SACK: 5, Credit: 3, Length: len(payload), Msg: 1, MsgLen: uint32(len(payload)), Imm: 7}
 	Put(b, &h)
 	return b
+}
+
+// sealable reports whether frame holds its header and the payload its
+// length field claims, so that Seal can cover it.
+func sealable(frame []byte) bool {
+	if len(frame) < ShortHeaderLen {
+		return false
+	}
+	l := frameLayout(frame)
+	return len(frame) >= l.payload && l.payload+int(binary.BigEndian.Uint16(frame[l.length:])) <= len(frame)
 }
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -85,16 +96,20 @@ func FuzzParse(f *testing.F) {
 	f.Add(sampleFrame(KindAck, FlagAck, nil))
 	f.Add(sampleFrame(KindDisconnect, FlagErrSeq, nil))
 	f.Add([]byte{1, 2, 3})
+	f.Add(sampleFrame(KindData, FlagShort|FlagFirst|FlagAck, []byte("short")))
+	f.Add(sampleFrame(KindWrite, FlagShort|FlagImm|FlagLast, []byte("write")))
+	f.Add(sampleFrame(KindReadResp, FlagShort, []byte("response")))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		var h Header
 		if err := Parse(frame, &h); err != nil {
 			return
 		}
-		if h.Length < 0 || HeaderLen+h.Length > len(frame) {
-			t.Fatalf("accepted payload length %d of a %d-byte frame", h.Length, len(frame))
+		at := PayloadOffset(h.Kind, h.Flags)
+		if h.Length < 0 || at+h.Length > len(frame) {
+			t.Fatalf("accepted payload length %d at %d of a %d-byte frame", h.Length, at, len(frame))
 		}
-		g := make([]byte, HeaderLen+h.Length)
-		copy(g[HeaderLen:], Payload(frame, &h))
+		g := make([]byte, at+h.Length)
+		copy(g[at:], Payload(frame, &h))
 		Put(g, &h)
 		if !bytes.Equal(g, frame[:len(g)]) {
 			t.Fatalf("re-encoding differs")
@@ -118,6 +133,7 @@ func FuzzConn(f *testing.F) {
 	f.Add(byte(2), seed(sampleFrame(KindData, FlagFirst|FlagLast, []byte("x"))))
 	f.Add(byte(4), seed(sampleFrame(KindAck, FlagAck, nil), sampleFrame(KindData, FlagLast, nil)))
 	f.Add(byte(1), seed(sampleFrame(KindData, 0, []byte("y")), sampleFrame(KindDisconnect, FlagErrSeq|FlagAck, nil)))
+	f.Add(byte(2), seed(sampleFrame(KindData, FlagShort|FlagAck|FlagFirst|FlagLast, []byte("z")), sampleFrame(KindData, FlagShort, nil)))
 	f.Fuzz(func(t *testing.T, lvl byte, data []byte) {
 		level := []Level{Unreliable, ReliableDelivery, ReliableReception}[int(lvl)%3]
 		s := newSim(t, level, 1, 4, nil)
@@ -136,9 +152,9 @@ func FuzzConn(f *testing.F) {
 			}
 			frame := append([]byte(nil), data[:n]...)
 			data = data[n:]
-			if len(frame) >= HeaderLen {
+			if len(frame) >= ShortHeaderLen {
 				frame[nic.OffVersion] = nic.Version
-				if HeaderLen+int(binary.BigEndian.Uint16(frame[OffLength:])) <= len(frame) {
+				if sealable(frame) {
 					Seal(frame)
 				}
 			}

@@ -35,6 +35,23 @@ const (
 	HeaderLen = nic.PrefixLen + 70
 )
 
+// The short transport header (FlagShort) of data, write and read-response
+// frames leaves out the SACK bitmap and every field its kind does not use.
+// The fields up to Echo sit where they do in the full header; then:
+const (
+	OffShortCredit = nic.PrefixLen + 24 // 4: credit limit
+	OffShortLength = nic.PrefixLen + 28 // 2: payload length
+	OffShortCRC    = nic.PrefixLen + 30 // 4: CRC32C
+	OffShortMsg    = nic.PrefixLen + 34 // 4: message sequence number
+	OffShortMsgLen = nic.PrefixLen + 38 // 4: message length
+	OffShortOffset = nic.PrefixLen + 42 // 4: byte offset in the message
+
+	// ShortHeaderLen is the length of prefix plus short header. Immediate
+	// data (4 bytes, with FlagImm) follows, then a write's remote key (4)
+	// and address (8), then the payload: PayloadOffset.
+	ShortHeaderLen = nic.PrefixLen + 46
+)
+
 // Kind is a frame kind, carried in the prefix's kind byte.
 type Kind uint8
 
@@ -66,6 +83,10 @@ func (k Kind) String() string {
 // receiver acknowledges and orders.
 func (k Kind) Sequenced() bool { return k >= KindData && k <= KindReadResp }
 
+// Short reports whether frames of kind k may have the short header: the
+// kinds that carry a message's bytes.
+func (k Kind) Short() bool { return k == KindData || k == KindWrite || k == KindReadResp }
+
 // Flags are the frame flags, carried in the prefix's flags field.
 type Flags uint16
 
@@ -78,8 +99,12 @@ const (
 	FlagAck    Flags = 0x0010 // Ack and SACK are valid
 	FlagRetx   Flags = 0x0020 // a retransmission (informational)
 	FlagErrSeq Flags = 0x0040 // on Disconnect: Seq names the frame that failed
+	// FlagShort: the frame has the short header (ShortHeaderLen), which
+	// only the data-bearing kinds (Kind.Short) may use. With FlagAck it
+	// acknowledges Ack and Echo; it never carries a SACK bitmap.
+	FlagShort Flags = 0x0080
 
-	knownFlags = FlagFirst | FlagLast | FlagImm | FlagAckReq | FlagAck | FlagRetx | FlagErrSeq
+	knownFlags = FlagFirst | FlagLast | FlagImm | FlagAckReq | FlagAck | FlagRetx | FlagErrSeq | FlagShort
 )
 
 // Header is a decoded frame header, prefix included.
@@ -126,31 +151,79 @@ var (
 // castagnoli is immutable once built.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Checksum returns the CRC32C of a frame of HeaderLen+payloadLen bytes: of
-// the bytes before OffCRC followed by the bytes after the CRC field up to the
-// end of the payload. The CRC field itself is not covered.
+// layout places the fields whose offsets differ between the full and the
+// short header; -1: the field is not carried.
+type layout struct {
+	sack, credit, length, crc int
+	msg, msgLen, offset       int
+	imm, rkey, raddr, payload int
+}
+
+// layoutOf returns the layout of a frame of kind k with flags f.
+func layoutOf(k Kind, f Flags) layout {
+	if f&FlagShort == 0 {
+		return layout{sack: OffSACK, credit: OffCredit, length: OffLength, crc: OffCRC, msg: OffMsg, msgLen: OffMsgLen,
+			offset: OffOffset, imm: OffImm, rkey: OffRKey, raddr: OffRAddr, payload: HeaderLen}
+	}
+	l := layout{sack: -1, credit: OffShortCredit, length: OffShortLength, crc: OffShortCRC, msg: OffShortMsg,
+		msgLen: OffShortMsgLen, offset: OffShortOffset, imm: -1, rkey: -1, raddr: -1}
+	at := ShortHeaderLen
+	if f&FlagImm != 0 {
+		l.imm = at
+		at += 4
+	}
+	if k == KindWrite {
+		l.rkey, l.raddr = at, at+4
+		at += 12
+	}
+	l.payload = at
+	return l
+}
+
+// PayloadOffset is where the payload of a frame of kind k with flags f
+// starts: HeaderLen, or less with FlagShort.
+func PayloadOffset(k Kind, f Flags) int { return layoutOf(k, f).payload }
+
+// frameLayout is the layout of a built frame, read from its prefix.
+func frameLayout(frame []byte) layout {
+	return layoutOf(Kind(frame[nic.OffKind]), Flags(binary.BigEndian.Uint16(frame[nic.OffFlags:])))
+}
+
+// Checksum returns the CRC32C of a frame of HeaderLen+payloadLen bytes with
+// the full header: of the bytes before OffCRC followed by the bytes after
+// the CRC field up to the end of the payload. The CRC field itself is not
+// covered. A short header's CRC covers the same way around OffShortCRC.
 func Checksum(frame []byte, payloadLen int) uint32 {
-	c := crc32.Update(0, castagnoli, frame[:OffCRC])
-	return crc32.Update(c, castagnoli, frame[OffCRC+4:HeaderLen+payloadLen])
+	return checksum(frame, OffCRC, HeaderLen+payloadLen)
 }
 
-// Seal writes the CRC of a frame whose header (including its length field)
-// is complete.
-func Seal(frame []byte) {
-	n := int(binary.BigEndian.Uint16(frame[OffLength:]))
-	binary.BigEndian.PutUint32(frame[OffCRC:], Checksum(frame, n))
+// checksum is the CRC32C of frame[:end] less the 4 bytes at crc.
+func checksum(frame []byte, crc, end int) uint32 {
+	c := crc32.Update(0, castagnoli, frame[:crc])
+	return crc32.Update(c, castagnoli, frame[crc+4:end])
 }
 
-// Put writes h into the first HeaderLen bytes of frame, with the current
-// wire version, and seals it: the payload must already be in place.
+// Seal writes the CRC of a frame whose header (including its kind, flags
+// and length fields) is complete.
+func Seal(frame []byte) { seal(frame, frameLayout(frame)) }
+
+func seal(frame []byte, l layout) {
+	n := int(binary.BigEndian.Uint16(frame[l.length:]))
+	binary.BigEndian.PutUint32(frame[l.crc:], checksum(frame, l.crc, l.payload+n))
+}
+
+// Put writes h into the first PayloadOffset(h.Kind, h.Flags) bytes of
+// frame, with the current wire version, and seals it: the payload must
+// already be in place.
 func Put(frame []byte, h *Header) {
-	put(frame, h)
-	Seal(frame)
+	seal(frame, put(frame, h))
 }
 
-// put writes h without sealing.
-func put(frame []byte, h *Header) {
-	_ = frame[HeaderLen-1]
+// put writes h without sealing and returns its layout. Fields the layout
+// does not carry are left out.
+func put(frame []byte, h *Header) layout {
+	l := layoutOf(h.Kind, h.Flags)
+	_ = frame[l.payload-1]
 	nic.PutPrefix(frame, &nic.Prefix{Dst: h.Dst, Src: h.Src, EtherType: h.EtherType,
 		Version: nic.Version, Kind: uint8(h.Kind), Flags: uint16(h.Flags), JobKey: h.JobKey, DstEP: h.DstEP, SrcEP: h.SrcEP})
 	be := binary.BigEndian
@@ -161,22 +234,30 @@ func put(frame []byte, h *Header) {
 	be.PutUint32(frame[OffTxn:], h.Txn)
 	be.PutUint32(frame[OffAck:], uint32(h.Ack))
 	be.PutUint32(frame[OffEcho:], h.Echo)
-	be.PutUint64(frame[OffSACK:], h.SACK)
-	be.PutUint32(frame[OffCredit:], h.Credit)
-	be.PutUint16(frame[OffLength:], uint16(h.Length))
-	be.PutUint32(frame[OffMsg:], h.Msg)
-	be.PutUint32(frame[OffMsgLen:], h.MsgLen)
-	be.PutUint32(frame[OffOffset:], h.Offset)
-	be.PutUint32(frame[OffImm:], h.Imm)
-	be.PutUint32(frame[OffRKey:], h.RKey)
-	be.PutUint64(frame[OffRAddr:], h.RAddr)
+	if l.sack >= 0 {
+		be.PutUint64(frame[l.sack:], h.SACK)
+	}
+	be.PutUint32(frame[l.credit:], h.Credit)
+	be.PutUint16(frame[l.length:], uint16(h.Length))
+	be.PutUint32(frame[l.msg:], h.Msg)
+	be.PutUint32(frame[l.msgLen:], h.MsgLen)
+	be.PutUint32(frame[l.offset:], h.Offset)
+	if l.imm >= 0 {
+		be.PutUint32(frame[l.imm:], h.Imm)
+	}
+	if l.rkey >= 0 {
+		be.PutUint32(frame[l.rkey:], h.RKey)
+		be.PutUint64(frame[l.raddr:], h.RAddr)
+	}
+	return l
 }
 
 // Parse decodes and verifies frame: length, version, kind, flags, payload
 // length and CRC. It does not check the EtherType or job key (the driver
-// does) nor whom the frame is for. It never allocates.
+// does) nor whom the frame is for. Fields a short header does not carry
+// are zero. It never allocates.
 func Parse(frame []byte, h *Header) error {
-	if len(frame) < HeaderLen {
+	if len(frame) < ShortHeaderLen {
 		return ErrShort
 	}
 	if frame[nic.OffVersion] != nic.Version {
@@ -188,14 +269,18 @@ func Parse(frame []byte, h *Header) error {
 		return ErrKind
 	}
 	f := Flags(be.Uint16(frame[nic.OffFlags:]))
-	if f&^knownFlags != 0 {
+	if f&^knownFlags != 0 || f&FlagShort != 0 && !k.Short() {
 		return ErrFlags
 	}
-	n := int(be.Uint16(frame[OffLength:]))
-	if HeaderLen+n > len(frame) {
+	l := layoutOf(k, f)
+	if len(frame) < l.payload {
+		return ErrShort
+	}
+	n := int(be.Uint16(frame[l.length:]))
+	if l.payload+n > len(frame) {
 		return ErrLength
 	}
-	if be.Uint32(frame[OffCRC:]) != Checksum(frame, n) {
+	if be.Uint32(frame[l.crc:]) != checksum(frame, l.crc, l.payload+n) {
 		return ErrCRC
 	}
 	copy(h.Dst[:], frame[0:6])
@@ -213,34 +298,54 @@ func Parse(frame []byte, h *Header) error {
 	h.Txn = be.Uint32(frame[OffTxn:])
 	h.Ack = Seq(be.Uint32(frame[OffAck:]))
 	h.Echo = be.Uint32(frame[OffEcho:])
-	h.SACK = be.Uint64(frame[OffSACK:])
-	h.Credit = be.Uint32(frame[OffCredit:])
+	h.SACK, h.Imm, h.RKey, h.RAddr = 0, 0, 0, 0
+	if l.sack >= 0 {
+		h.SACK = be.Uint64(frame[l.sack:])
+	}
+	h.Credit = be.Uint32(frame[l.credit:])
 	h.Length = n
-	h.Msg = be.Uint32(frame[OffMsg:])
-	h.MsgLen = be.Uint32(frame[OffMsgLen:])
-	h.Offset = be.Uint32(frame[OffOffset:])
-	h.Imm = be.Uint32(frame[OffImm:])
-	h.RKey = be.Uint32(frame[OffRKey:])
-	h.RAddr = be.Uint64(frame[OffRAddr:])
+	h.Msg = be.Uint32(frame[l.msg:])
+	h.MsgLen = be.Uint32(frame[l.msgLen:])
+	h.Offset = be.Uint32(frame[l.offset:])
+	if l.imm >= 0 {
+		h.Imm = be.Uint32(frame[l.imm:])
+	}
+	if l.rkey >= 0 {
+		h.RKey = be.Uint32(frame[l.rkey:])
+		h.RAddr = be.Uint64(frame[l.raddr:])
+	}
 	return nil
 }
 
 // Payload returns the payload of a frame that Parse accepted.
-func Payload(frame []byte, h *Header) []byte { return frame[HeaderLen : HeaderLen+h.Length] }
+func Payload(frame []byte, h *Header) []byte {
+	at := PayloadOffset(h.Kind, h.Flags)
+	return frame[at : at+h.Length]
+}
 
 // putAck rewrites the transmission number, acknowledgement fields and flags
-// of a built frame and reseals it.
+// of a built frame and reseals it. A short header has no room for sack: the
+// caller leaves FlagAck out of such a frame while it has one to tell.
 func putAck(frame []byte, flags Flags, txn uint32, ack Seq, echo uint32, sack uint64, credit uint32) {
 	be := binary.BigEndian
 	be.PutUint16(frame[nic.OffFlags:], uint16(flags))
+	l := frameLayout(frame)
 	be.PutUint32(frame[OffTxn:], txn)
 	be.PutUint32(frame[OffAck:], uint32(ack))
 	be.PutUint32(frame[OffEcho:], echo)
-	be.PutUint64(frame[OffSACK:], sack)
-	be.PutUint32(frame[OffCredit:], credit)
-	Seal(frame)
+	if l.sack >= 0 {
+		be.PutUint64(frame[l.sack:], sack)
+	}
+	be.PutUint32(frame[l.credit:], credit)
+	seal(frame, l)
 }
 
 // FrameLen is the number of bytes of a frame with payloadLen bytes of
-// payload, before Ethernet padding.
+// payload and the full header, before Ethernet padding.
 func FrameLen(payloadLen int) int { return HeaderLen + payloadLen }
+
+// frameBytes is the length of a built frame: its header and payload.
+func frameBytes(frame []byte) int {
+	l := frameLayout(frame)
+	return l.payload + int(binary.BigEndian.Uint16(frame[l.length:]))
+}

@@ -84,6 +84,8 @@ type end struct {
 	got      [][]byte // completed messages, in order
 	posted   uint32   // receive credits granted so far
 	noGrant  bool     // do not repost receive credit after a completion
+	short    bool     // send with the short header (FlagShort)
+	shorts   int      // short-header frames received
 	verdicts Verdict
 }
 
@@ -107,8 +109,12 @@ func (e *end) pump(now Time) {
 				e.t.Fatalf("message number %d for message %d", msn, e.nextMsg)
 			}
 		}
-		n := copy(f[HeaderLen:simMTU+14], m[e.off:])
-		fr := Frag{Kind: KindData, Length: n, Msg: uint32(e.nextMsg), MsgLen: uint32(len(m)), Offset: uint32(e.off)}
+		fr := Frag{Kind: KindData, Msg: uint32(e.nextMsg), MsgLen: uint32(len(m)), Offset: uint32(e.off)}
+		if e.short {
+			fr.Flags |= FlagShort
+		}
+		n := copy(f[PayloadOffset(KindData, fr.Flags):simMTU+14], m[e.off:])
+		fr.Length = n
 		if e.off == 0 {
 			fr.Flags |= FlagFirst
 		}
@@ -129,6 +135,9 @@ func (e *end) input(now Time, frame []byte) {
 	var h Header
 	if err := Parse(frame, &h); err != nil {
 		return // corrupt: dropped
+	}
+	if h.Flags&FlagShort != 0 {
+		e.shorts++
 	}
 	v := e.c.Input(now, &h)
 	e.verdicts |= v
@@ -288,10 +297,7 @@ func checkSame(t testing.TB, got, want [][]byte) {
 }
 
 func TestTransferUnderFaults(t *testing.T) {
-	cases := []struct {
-		name                        string
-		loss, dup, reorder, corrupt float64
-	}{
+	cases := []faultCase{
 		{"clean", 0, 0, 0, 0},
 		{"loss1", 0.01, 0, 0, 0},
 		{"loss10", 0.10, 0, 0, 0},
@@ -303,31 +309,51 @@ func TestTransferUnderFaults(t *testing.T) {
 	}
 	for _, level := range []Level{ReliableDelivery, ReliableReception} {
 		for i, c := range cases {
-			t.Run(fmt.Sprintf("%v/%s", level, c.name), func(t *testing.T) {
-				s := newSim(t, level, uint64(i+1), 4, nil)
-				s.faults(c.loss, c.dup, c.reorder, c.corrupt)
-				rng := rand.New(rand.NewPCG(uint64(i), 9))
-				s.a.sendMsgs = randomMessages(rng, 200, 20000)
-				s.b.sendMsgs = randomMessages(rng, 100, 3000)
-				s.runUntil(t, 60*time.Second, func() bool {
-					return len(s.b.got) == len(s.a.sendMsgs) && len(s.a.got) == len(s.b.sendMsgs)
-				})
-				checkSame(t, s.b.got, s.a.sendMsgs)
-				checkSame(t, s.a.got, s.b.sendMsgs)
-				// Everything is acknowledged in the end.
-				s.runUntil(t, 10*time.Second, func() bool { return s.a.c.SndUna() == s.a.c.SndNxt() && s.b.c.SndUna() == s.b.c.SndNxt() })
-				st := s.a.c.Stats()
-				if c.loss > 0 && st.Retransmits == 0 {
-					t.Errorf("no retransmissions at %v loss: %+v", c.loss, st)
+			for _, short := range []bool{false, true} {
+				name := fmt.Sprintf("%v/%s", level, c.name)
+				if short {
+					name += "/short"
 				}
-				if c.loss == 0 && c.corrupt == 0 && c.reorder == 0 && c.dup == 0 && st.Retransmits != 0 {
-					t.Errorf("retransmissions on a clean link: %+v", st)
-				}
-				if s.a.c.Err() != nil || s.b.c.Err() != nil {
-					t.Fatalf("connection broke: %v / %v", s.a.c.Err(), s.b.c.Err())
-				}
-			})
+				t.Run(name, func(t *testing.T) { transferUnderFaults(t, level, i, c, short) })
+			}
 		}
+	}
+}
+
+// faultCase is a link's fault rates.
+type faultCase struct {
+	name                        string
+	loss, dup, reorder, corrupt float64
+}
+
+// transferUnderFaults runs case c (number i) of TestTransferUnderFaults,
+// with the full or the short header on the data frames.
+func transferUnderFaults(t *testing.T, level Level, i int, c faultCase, short bool) {
+	s := newSim(t, level, uint64(i+1), 4, nil)
+	s.a.short, s.b.short = short, short
+	s.faults(c.loss, c.dup, c.reorder, c.corrupt)
+	rng := rand.New(rand.NewPCG(uint64(i), 9))
+	s.a.sendMsgs = randomMessages(rng, 200, 20000)
+	s.b.sendMsgs = randomMessages(rng, 100, 3000)
+	s.runUntil(t, 60*time.Second, func() bool {
+		return len(s.b.got) == len(s.a.sendMsgs) && len(s.a.got) == len(s.b.sendMsgs)
+	})
+	checkSame(t, s.b.got, s.a.sendMsgs)
+	checkSame(t, s.a.got, s.b.sendMsgs)
+	// Everything is acknowledged in the end.
+	s.runUntil(t, 10*time.Second, func() bool { return s.a.c.SndUna() == s.a.c.SndNxt() && s.b.c.SndUna() == s.b.c.SndNxt() })
+	st := s.a.c.Stats()
+	if c.loss > 0 && st.Retransmits == 0 {
+		t.Errorf("no retransmissions at %v loss: %+v", c.loss, st)
+	}
+	if c.loss == 0 && c.corrupt == 0 && c.reorder == 0 && c.dup == 0 && st.Retransmits != 0 {
+		t.Errorf("retransmissions on a clean link: %+v", st)
+	}
+	if s.a.c.Err() != nil || s.b.c.Err() != nil {
+		t.Fatalf("connection broke: %v / %v", s.a.c.Err(), s.b.c.Err())
+	}
+	if got := s.b.shorts > 0; got != short {
+		t.Errorf("%d short-header frames arrived; short headers sent: %v", s.b.shorts, short)
 	}
 }
 

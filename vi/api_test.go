@@ -17,7 +17,7 @@ func TestAttributes(t *testing.T) {
 	sw := memnic.NewSwitch(1)
 	a := newHost(t, sw, 9000, memnic.Faults{}, Options{}, 0)
 	at := a.p.Attributes()
-	if at.MTU != 9000 || at.MaxTransfer < 1<<20 || at.QueueDepth <= 0 || at.MaxPayload != 9000+14-reliability.HeaderLen ||
+	if at.MTU != 9000 || at.MaxTransfer < 1<<20 || at.QueueDepth <= 0 || at.MaxPayload != 9000+14-reliability.ShortHeaderLen ||
 		at.Reliability != Unreliable|ReliableDelivery|ReliableReception || !at.RDMARead || !at.RDMAWrite {
 		t.Fatalf("attributes %+v", at)
 	}

@@ -23,8 +23,9 @@ const (
 
 // fuzzFrame builds a frame for the target VI of the fuzz harness.
 func fuzzFrame(kind reliability.Kind, flags reliability.Flags, seq uint32, msg, msgLen, off uint32, payload []byte) []byte {
-	b := make([]byte, reliability.HeaderLen+len(payload))
-	copy(b[reliability.HeaderLen:], payload)
+	at := reliability.PayloadOffset(kind, flags)
+	b := make([]byte, at+len(payload))
+	copy(b[at:], payload)
 	reliability.Put(b, &reliability.Header{Src: fuzzPeerMAC(), EtherType: nic.DefaultEtherType, JobKey: testJob,
 		Kind: kind, Flags: flags, DstVI: 1, SrcVI: fuzzPeerVI, Seq: reliability.Seq(seq), Length: len(payload),
 		Msg: msg, MsgLen: msgLen, Offset: off})
@@ -54,6 +55,10 @@ func FuzzInput(f *testing.F) {
 		fuzzFrame(reliability.KindData, L, fuzzPeerISN+1, 0, 10, 5, []byte("world"))))
 	f.Add(seed(fuzzFrame(reliability.KindData, F|L, fuzzPeerISN, 0, 5000, 0, []byte("too long"))))
 	f.Add(seed(fuzzFrame(reliability.KindWrite, F|L|I, fuzzPeerISN, 0, 3, 0, []byte("abc"))))
+	S := reliability.FlagShort
+	f.Add(seed(fuzzFrame(reliability.KindData, S|F, fuzzPeerISN, 0, 10, 0, []byte("short")),
+		fuzzFrame(reliability.KindData, S|L, fuzzPeerISN+1, 0, 10, 5, []byte("frame"))))
+	f.Add(seed(fuzzFrame(reliability.KindWrite, S|F|L|I, fuzzPeerISN, 0, 3, 0, []byte("abc"))))
 	f.Add(seed(fuzzFrame(reliability.KindReadReq, F|L, fuzzPeerISN, 0, 16, 0, nil)))
 	f.Add(seed(fuzzFrame(reliability.KindAck, reliability.FlagAck|reliability.FlagAckReq, 0, 0, 0, 0, nil)))
 	f.Add(seed(fuzzFrame(reliability.KindDisconnect, reliability.FlagErrSeq, 0, 1, 0, 0, nil)))
@@ -131,13 +136,19 @@ func fuzzInput(t *testing.T, data []byte) {
 				binary.BigEndian.Uint32(frame[reliability.OffConnID:]) == bystander.localConnID {
 				frame[reliability.OffConnID]++ // never the bystander's identity
 			}
+			// Where the length and payload are: the full header's places,
+			// or the short header's (FlagShort).
+			at, lenAt := reliability.HeaderLen, reliability.OffLength
+			if fl := reliability.Flags(binary.BigEndian.Uint16(frame[nic.OffFlags:])); fl&reliability.FlagShort != 0 {
+				at, lenAt = reliability.PayloadOffset(reliability.Kind(frame[nic.OffKind]), fl), reliability.OffShortLength
+			}
 			if claim&2 != 0 {
-				l := int(binary.BigEndian.Uint16(frame[reliability.OffLength:]))
-				if reliability.HeaderLen+l > len(frame) {
-					binary.BigEndian.PutUint16(frame[reliability.OffLength:], uint16(len(frame)-reliability.HeaderLen))
+				l := int(binary.BigEndian.Uint16(frame[lenAt:]))
+				if at+l > len(frame) {
+					binary.BigEndian.PutUint16(frame[lenAt:], uint16(len(frame)-at))
 				}
 			}
-			if reliability.HeaderLen+int(binary.BigEndian.Uint16(frame[reliability.OffLength:])) <= len(frame) {
+			if at+int(binary.BigEndian.Uint16(frame[lenAt:])) <= len(frame) {
 				reliability.Seal(frame)
 			}
 			now += reliability.Time(claim) * 1000

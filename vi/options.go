@@ -160,7 +160,7 @@ func (o Options) withDefaults() (Options, error) {
 type ProviderAttributes struct {
 	HardwareAddr net.HardwareAddr
 	MTU          int // the device's MTU
-	MaxPayload   int // payload bytes per frame
+	MaxPayload   int // payload bytes per frame: the most a send's frame carries
 	MaxTransfer  int // bytes per descriptor
 	QueueDepth   int // descriptors per work queue
 	MaxSegments  int // data segments per descriptor

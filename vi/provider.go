@@ -54,7 +54,7 @@ type Provider struct {
 	ep       uint16 // the device's endpoint on its NIC (Options.Endpoint)
 	mtu      int
 	frameCap int
-	payload  int // payload bytes per frame
+	frameLen int // the longest frame: MTU plus Ethernet header
 	epoch    time.Time
 
 	mu      sync.Mutex // guards everything below, and device Send/Recv
@@ -134,12 +134,8 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 		return nil, fmt.Errorf("vi: device address %v is not a MAC-48", dev.HardwareAddr())
 	}
 	mtu := dev.MTU()
-	payload := mtu + nic.EthHeaderLen - reliability.HeaderLen
-	if payload < 64 {
+	if mtu+nic.EthHeaderLen-reliability.HeaderLen < 64 {
 		return nil, fmt.Errorf("vi: MTU %d too small", mtu)
-	}
-	if payload > 65535 {
-		payload = 65535
 	}
 	batch := o.BatchSize
 	if batch <= 0 {
@@ -159,7 +155,7 @@ func Open(dev nic.Device, opts Options) (*Provider, error) {
 		ep:           opts.Endpoint,
 		mtu:          mtu,
 		frameCap:     nic.FrameCap(mtu),
-		payload:      payload,
+		frameLen:     mtu + nic.EthHeaderLen,
 		epoch:        time.Now(),
 		vis:          make([]*VI, 1, 16),
 		nextDeadline: never,
@@ -189,7 +185,7 @@ func (p *Provider) Attributes() ProviderAttributes {
 	return ProviderAttributes{
 		HardwareAddr:       append([]byte(nil), p.mac[:]...),
 		MTU:                p.mtu,
-		MaxPayload:         p.payload,
+		MaxPayload:         min(p.frameLen-reliability.ShortHeaderLen, maxPayloadLen),
 		MaxTransfer:        p.opts.MaxTransfer,
 		QueueDepth:         p.opts.QueueDepth,
 		MaxSegments:        p.opts.MaxSegments,

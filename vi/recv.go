@@ -29,7 +29,7 @@ func (v *VI) onFrame(now reliability.Time, h *reliability.Header, frame []byte) 
 		return
 	}
 	if verdict&reliability.Accept != 0 && v.state == Connected {
-		if v.place(now, h, frame[reliability.HeaderLen:reliability.HeaderLen+h.Length]) {
+		if v.place(now, h, reliability.Payload(frame, h)) {
 			c.Deliver(now, h)
 			v.drain(now)
 		}

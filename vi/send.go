@@ -52,7 +52,6 @@ func (v *VI) pump(now reliability.Time) bool {
 		return queued // a read was refused
 	}
 	level := v.attrs.Reliability
-	payload := v.p.payload
 	for v.sqStart < v.sq.Back() {
 		pos := v.sqStart
 		d := v.sq.At(pos)
@@ -87,6 +86,10 @@ func (v *VI) pump(now reliability.Time) bool {
 			if st.off == 0 {
 				fr.Flags |= reliability.FlagFirst
 			}
+			if d.Control.Immediate && op != descriptors.OpRDMARead {
+				fr.Flags |= reliability.FlagImm
+				fr.Imm = d.Control.ImmData
+			}
 			switch op {
 			case descriptors.OpRDMARead:
 				fr.Kind = reliability.KindReadReq
@@ -95,16 +98,14 @@ func (v *VI) pump(now reliability.Time) bool {
 				fr.RAddr = d.Address.Offset
 			case descriptors.OpRDMAWrite:
 				fr.Kind = reliability.KindWrite
-				fr.Length = gather(f[reliability.HeaderLen:reliability.HeaderLen+payload], d.Segments, &st.seg, &st.segOff)
 				fr.RKey = uint32(d.Address.Handle)
 				fr.RAddr = d.Address.Offset + uint64(st.off)
 			default:
 				fr.Kind = reliability.KindData
-				fr.Length = gather(f[reliability.HeaderLen:reliability.HeaderLen+payload], d.Segments, &st.seg, &st.segOff)
 			}
-			if d.Control.Immediate && op != descriptors.OpRDMARead {
-				fr.Flags |= reliability.FlagImm
-				fr.Imm = d.Control.ImmData
+			if fr.Kind != reliability.KindReadReq {
+				fr.Flags |= reliability.FlagShort
+				fr.Length = gather(v.p.payloadArea(f, fr.Kind, fr.Flags), d.Segments, &st.seg, &st.segOff)
 			}
 			st.off += fr.Length
 			last := st.off == st.total || op == descriptors.OpRDMARead
@@ -149,7 +150,7 @@ func (v *VI) pump(now reliability.Time) bool {
 func (v *VI) pumpReads(now reliability.Time) bool {
 	c := v.conn
 	queued := false
-	payload := v.p.payload
+	const respFlags = reliability.FlagShort
 	for v.readyN > 0 {
 		j := &v.jobs[v.ready[v.readyHead]]
 		for j.off < j.n || !j.sentAny {
@@ -157,12 +158,13 @@ func (v *VI) pumpReads(now reliability.Time) bool {
 			if f == nil {
 				return queued
 			}
-			n := min(payload, j.n-j.off)
-			if err := v.p.mem.CopyOut(j.handle, v.attrs.PTag, j.raddr+uint64(j.off), f[reliability.HeaderLen:reliability.HeaderLen+n]); err != nil {
+			area := v.p.payloadArea(f, reliability.KindReadResp, respFlags)
+			n := min(len(area), j.n-j.off)
+			if err := v.p.mem.CopyOut(j.handle, v.attrs.PTag, j.raddr+uint64(j.off), area[:n]); err != nil {
 				v.refuse(now, &reliability.Header{Kind: reliability.KindReadReq, Seq: j.seq}, err, false)
 				return queued
 			}
-			fr := reliability.Frag{Kind: reliability.KindReadResp, Length: n, Msg: j.id,
+			fr := reliability.Frag{Kind: reliability.KindReadResp, Flags: respFlags, Length: n, Msg: j.id,
 				MsgLen: uint32(j.n), Offset: uint32(j.off)}
 			if !j.sentAny {
 				fr.Flags |= reliability.FlagFirst
@@ -201,6 +203,16 @@ func (v *VI) ackedSends() {
 	}
 	v.publishSend()
 }
+
+// payloadArea is the part of frame f (FrameCap bytes) where the payload of
+// a frame of kind k with flags fl goes: after its header, up to the MTU.
+func (p *Provider) payloadArea(f []byte, k reliability.Kind, fl reliability.Flags) []byte {
+	at := reliability.PayloadOffset(k, fl)
+	return f[at:min(p.frameLen, at+maxPayloadLen)]
+}
+
+// maxPayloadLen is the most a frame's 16-bit length field can say.
+const maxPayloadLen = 0xffff
 
 // gather copies from the scatter/gather list, starting at segment *seg
 // offset *off, into dst and advances the cursor.
